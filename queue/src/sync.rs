@@ -1,0 +1,78 @@
+//! The one place the queue code gets its atomics, cells and spin hints from.
+//!
+//! In a normal build these are `std`'s types. Built with `RUSTFLAGS="--cfg loom"` they are
+//! [loom](https://docs.rs/loom)'s, so `tests/loom.rs` model-checks exactly the code that runs in
+//! production (the pattern tokio and crossbeam use). Only the small API subset the crate needs is
+//! wrapped; loom's `UnsafeCell` has a closure-based API, which [`UnsafeCell`] mirrors for std.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+
+pub(crate) use std::sync::atomic::Ordering;
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `std::cell::UnsafeCell` behind the closure API of `loom::cell::UnsafeCell`, so the same call
+/// sites compile in both builds and loom can check every access for data races.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a mutable raw pointer to the contents; the caller upholds exclusivity.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// One step of a busy-wait. Under loom this is a yield point, which loom needs to explore a loop
+/// that waits for another thread (without it the model would not terminate).
+#[inline(always)]
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// Give the CPU away while another thread finishes a few-instruction critical window (a producer
+/// between claiming a slot and publishing it). On a 2-core machine that thread may be preempted,
+/// so spinning would only burn its time slice.
+#[inline(always)]
+pub(crate) fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
+/// How many short spin rounds a waiter makes before it parks. Round `i` spins `2^i` times, so the
+/// total is bounded (about 127 `pause` instructions, well under a microsecond). Under loom one
+/// round is enough to model the spin path without blowing up the state space.
+#[cfg(not(loom))]
+pub(crate) const SPIN_ROUNDS: u32 = 7;
+#[cfg(loom)]
+pub(crate) const SPIN_ROUNDS: u32 = 1;
+
+/// Bounded spin: `spin(round)` spins `2^round` hints (a single hint under loom).
+#[inline]
+pub(crate) fn spin(round: u32) {
+    #[cfg(loom)]
+    {
+        let _ = round;
+        spin_hint();
+    }
+    #[cfg(not(loom))]
+    for _ in 0..(1u32 << round) {
+        spin_hint();
+    }
+}
