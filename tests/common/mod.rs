@@ -1,0 +1,1177 @@
+//! Shared harness for rworker's integration tests.
+//!
+//! Every test starts its own `/usr/sbin/apache2` with a private ServerRoot in a temporary
+//! directory and a private port on 127.0.0.1, loads the MPM under test and talks to it over
+//! the loopback only. The MPM under test comes from `RWORKER_TEST_MPM`:
+//! `rworker` (the default: our `mod_mpm_rworker.so`), `worker` or `event` (Debian's stock
+//! modules, the A/B reference the tests were first validated against).
+//!
+//! Servers are controlled only through `apache2 -f <our conf> -k ...` or the pid in their own
+//! pidfile, never by process name: other apache2 instances may run on the same host. `Drop`
+//! stops the server and, as a last resort, SIGKILLs the processes whose command line names
+//! this server's private config file.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+pub const APACHE2: &str = "/usr/sbin/apache2";
+pub const STOCK_MODULES: &str = "/usr/lib/apache2/modules";
+
+/// Size of the patterned file `/10m.bin`.
+pub const TEN_MB: usize = 10 * 1024 * 1024;
+/// Size of the sparse (all zero) file `/64m.bin`, used for slow downloads.
+pub const SIXTY_FOUR_MB: u64 = 64 * 1024 * 1024;
+/// Number of `/seq/NN.txt` files (content `seq NN\n`), used to check pipelined order.
+pub const SEQ_FILES: usize = 16;
+
+/// Error log message ids that a healthy server writes on start, restart and stop. They are
+/// all at `notice` level in stock httpd; they are listed so that a log line carrying one of
+/// them is never reported, whatever level an MPM gives it.
+pub const START_STOP_NOTICES: &[&str] = &[
+    "AH00292", // configured -- resuming normal operations
+    "AH00163", // (prefork/event twin of AH00292)
+    "AH00094", // Command line: ...
+    "AH00169", // caught SIGTERM, shutting down (mpm_common)
+    "AH00295", // caught SIGTERM, shutting down (worker)
+    "AH00296", // caught SIGWINCH, shutting down gracefully
+    "AH00297", // SIGUSR1 received.  Doing graceful restart
+    "AH00298", // SIGHUP received.  Attempting to restart
+    "AH00493", // SIGUSR1 received.  Doing graceful restart (event)
+    "AH00489", // (event) configured -- resuming normal operations
+    "AH00558", // could not reliably determine the server's FQDN
+];
+
+// ------------------------------------------------------------------------------------------
+// The MPM under test
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mpm {
+    Rworker,
+    Worker,
+    Event,
+}
+
+impl Mpm {
+    /// The MPM selected by `RWORKER_TEST_MPM` (default `rworker`).
+    pub fn under_test() -> Mpm {
+        match std::env::var("RWORKER_TEST_MPM").as_deref() {
+            Err(_) | Ok("") | Ok("rworker") => Mpm::Rworker,
+            Ok("worker") => Mpm::Worker,
+            Ok("event") => Mpm::Event,
+            Ok(other) => panic!("RWORKER_TEST_MPM={other:?}: expected rworker, worker or event"),
+        }
+    }
+
+    /// What `mpm_get_name` returns: `Server MPM:` in `apache2 -V`, `ServerMPM:` in mod_status.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mpm::Rworker => "rworker",
+            Mpm::Worker => "worker",
+            Mpm::Event => "event",
+        }
+    }
+
+    /// The exported module symbol, `mpm_<name>_module`.
+    pub fn module_symbol(self) -> String {
+        format!("mpm_{}_module", self.name())
+    }
+
+    /// The per-module log tag, as used in `LogLevel mpm_<name>:debug`.
+    pub fn log_tag(self) -> String {
+        format!("mpm_{}", self.name())
+    }
+
+    /// Path of the shared object to `LoadModule`. For rworker: `RWORKER_SO`, else the
+    /// release build, else the debug build; panics if none exists.
+    pub fn so_path(self) -> PathBuf {
+        match self {
+            Mpm::Worker => PathBuf::from(STOCK_MODULES).join("mod_mpm_worker.so"),
+            Mpm::Event => PathBuf::from(STOCK_MODULES).join("mod_mpm_event.so"),
+            Mpm::Rworker => rworker_so(),
+        }
+    }
+}
+
+fn rworker_so() -> PathBuf {
+    if let Ok(p) = std::env::var("RWORKER_SO") {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "RWORKER_SO={} does not exist", p.display());
+        return p;
+    }
+    let mut target_dirs = Vec::new();
+    if let Ok(t) = std::env::var("CARGO_TARGET_DIR") {
+        target_dirs.push(PathBuf::from(t));
+    }
+    target_dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let mut tried = Vec::new();
+    for dir in &target_dirs {
+        for profile in ["release", "debug"] {
+            let p = dir.join(profile).join("libmod_mpm_rworker.so");
+            if p.is_file() {
+                return p;
+            }
+            tried.push(p.display().to_string());
+        }
+    }
+    panic!(
+        "mod_mpm_rworker.so not found (tried {}); build it first: cargo build --release \
+         (or set RWORKER_SO, or RWORKER_TEST_MPM=worker to test the stock worker MPM)",
+        tried.join(", ")
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Server options
+
+/// Directives of the server under test. `Default` is the test config of the contract (§6):
+/// StartServers 2, MinSpareThreads 25, MaxSpareThreads 75, ThreadLimit 64,
+/// ThreadsPerChild 25, MaxRequestWorkers 150.
+#[derive(Clone, Debug)]
+pub struct ServerOpts {
+    pub start_servers: u32,
+    pub min_spare_threads: u32,
+    pub max_spare_threads: u32,
+    pub thread_limit: u32,
+    pub threads_per_child: u32,
+    pub max_request_workers: u32,
+    pub server_limit: Option<u32>,
+    pub keep_alive: Option<bool>,
+    pub max_keep_alive_requests: Option<u32>,
+    pub max_connections_per_child: Option<u32>,
+    pub graceful_shutdown_timeout: Option<u32>,
+    /// Extra configuration lines, appended verbatim at the end of httpd.conf.
+    pub extra: Vec<String>,
+}
+
+impl Default for ServerOpts {
+    fn default() -> Self {
+        ServerOpts {
+            start_servers: 2,
+            min_spare_threads: 25,
+            max_spare_threads: 75,
+            thread_limit: 64,
+            threads_per_child: 25,
+            max_request_workers: 150,
+            server_limit: None,
+            keep_alive: None,
+            max_keep_alive_requests: None,
+            max_connections_per_child: None,
+            graceful_shutdown_timeout: None,
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl ServerOpts {
+    /// A small config whose process count does not move at rest: 2 children × 10 threads,
+    /// MaxRequestWorkers 20, spare limits that neither fork nor shed.
+    pub fn stable() -> Self {
+        ServerOpts {
+            start_servers: 2,
+            min_spare_threads: 1,
+            max_spare_threads: 1000,
+            thread_limit: 64,
+            threads_per_child: 10,
+            max_request_workers: 20,
+            ..ServerOpts::default()
+        }
+    }
+    pub fn start_servers(mut self, n: u32) -> Self {
+        self.start_servers = n;
+        self
+    }
+    pub fn spare_threads(mut self, min: u32, max: u32) -> Self {
+        self.min_spare_threads = min;
+        self.max_spare_threads = max;
+        self
+    }
+    pub fn thread_limit(mut self, n: u32) -> Self {
+        self.thread_limit = n;
+        self
+    }
+    pub fn threads_per_child(mut self, n: u32) -> Self {
+        self.threads_per_child = n;
+        self
+    }
+    pub fn max_request_workers(mut self, n: u32) -> Self {
+        self.max_request_workers = n;
+        self
+    }
+    pub fn server_limit(mut self, n: u32) -> Self {
+        self.server_limit = Some(n);
+        self
+    }
+    pub fn keep_alive(mut self, on: bool) -> Self {
+        self.keep_alive = Some(on);
+        self
+    }
+    pub fn max_keep_alive_requests(mut self, n: u32) -> Self {
+        self.max_keep_alive_requests = Some(n);
+        self
+    }
+    pub fn max_connections_per_child(mut self, n: u32) -> Self {
+        self.max_connections_per_child = Some(n);
+        self
+    }
+    pub fn graceful_shutdown_timeout(mut self, secs: u32) -> Self {
+        self.graceful_shutdown_timeout = Some(secs);
+        self
+    }
+    pub fn line(mut self, line: impl Into<String>) -> Self {
+        self.extra.push(line.into());
+        self
+    }
+
+    /// ThreadsPerChild after httpd's clamping to ThreadLimit.
+    pub fn effective_threads_per_child(&self) -> u32 {
+        self.threads_per_child.min(self.thread_limit).max(1)
+    }
+
+    /// The length of the `Scoreboard:` string in `server-status?auto`, as the stock worker
+    /// gives it: mod_status shows MAX_DAEMONS × MAX_THREADS slots, where MAX_THREADS is
+    /// ThreadsPerChild and MAX_DAEMONS is MaxRequestWorkers / ThreadsPerChild (MaxRequestWorkers
+    /// is raised to ThreadsPerChild, rounded down to a multiple of it (AH00316), and capped
+    /// at ServerLimit (default 16) × ThreadsPerChild). The HardLimit slots beyond are hidden.
+    pub fn expected_scoreboard_len(&self) -> usize {
+        let tpc = self.effective_threads_per_child();
+        let mrw = self.max_request_workers.max(tpc);
+        let daemons = (mrw / tpc).min(self.server_limit.unwrap_or(16));
+        (daemons * tpc) as usize
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Server
+
+/// One private httpd. Created by [`Server::new`] (config and DocumentRoot written, nothing
+/// started), started by [`Server::start`] / [`Server::start_foreground`].
+pub struct Server {
+    pub mpm: Mpm,
+    pub opts: ServerOpts,
+    pub port: u16,
+    dir: tempfile::TempDir,
+    /// The pid read from the pidfile after start (the parent).
+    parent: Option<i32>,
+    /// `apache2 -X`, when started in the foreground.
+    foreground: Option<Child>,
+}
+
+impl Server {
+    /// Writes ServerRoot, httpd.conf and DocumentRoot for the MPM under test; starts nothing.
+    pub fn new(opts: ServerOpts) -> Server {
+        Server::new_for(Mpm::under_test(), opts)
+    }
+
+    pub fn new_for(mpm: Mpm, opts: ServerOpts) -> Server {
+        let so = mpm.so_path();
+        let dir = tempfile::Builder::new()
+            .prefix("rworker-test-")
+            .tempdir()
+            .expect("create temp ServerRoot");
+        let root = dir.path();
+        for sub in ["run", "logs", "htdocs", "htdocs/seq"] {
+            fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        // www-data must traverse the root and read the DocumentRoot.
+        for sub in ["", "htdocs", "htdocs/seq"] {
+            fs::set_permissions(root.join(sub), fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        write_docroot(&root.join("htdocs"));
+        let mut server = Server {
+            mpm,
+            opts,
+            port: 0,
+            dir,
+            parent: None,
+            foreground: None,
+        };
+        server.port = free_port();
+        server.write_conf(&so);
+        server
+    }
+
+    /// Writes the config and starts the server with `apache2 -k start`; waits until it answers.
+    pub fn start(opts: ServerOpts) -> Server {
+        let mut s = Server::new(opts);
+        s.run_start();
+        s
+    }
+
+    /// Starts `apache2 -X` (one process, in the foreground, as our child).
+    pub fn start_foreground(opts: ServerOpts) -> Server {
+        let mut s = Server::new(opts);
+        for attempt in 0..3 {
+            let child = Command::new(APACHE2)
+                .arg("-f")
+                .arg(s.conf_path())
+                .arg("-X")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn apache2 -X");
+            s.foreground = Some(child);
+            if s.wait_listening(Duration::from_secs(15)) {
+                return s;
+            }
+            let log = s.error_log();
+            s.kill_foreground();
+            if attempt < 2 && log.contains("Address already in use") {
+                s.rebind();
+                continue;
+            }
+            panic!(
+                "apache2 -X did not start listening on {}; error log:\n{log}",
+                s.port
+            );
+        }
+        unreachable!()
+    }
+
+    fn run_start(&mut self) {
+        for attempt in 0..3 {
+            let out = self.ctl(&["-k", "start"]);
+            let log = self.error_log();
+            // Listeners are open (and connections queue) before the parent writes its
+            // pidfile, so wait for both.
+            if out.status.success()
+                && self.wait_listening(Duration::from_secs(15))
+                && wait_until(Duration::from_secs(10), || {
+                    self.pid_from_pidfile().is_some_and(pid_alive)
+                })
+            {
+                self.parent = self.pid_from_pidfile();
+                return;
+            }
+            let text = format!(
+                "apache2 -k start: {}\nstdout:\n{}\nstderr:\n{}\nerror log:\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                self.error_log()
+            );
+            self.stop_quietly();
+            if attempt < 2
+                && (log.contains("Address already in use")
+                    || text.contains("Address already in use"))
+            {
+                // Another test grabbed the port between our probe and httpd's bind.
+                self.rebind();
+                continue;
+            }
+            panic!("server did not start\n{text}");
+        }
+    }
+
+    fn rebind(&mut self) {
+        self.port = free_port();
+        let so = self.mpm.so_path();
+        self.write_conf(&so);
+        let _ = fs::write(self.error_log_path(), "");
+    }
+
+    fn write_conf(&self, so: &Path) {
+        let t = self.root().display().to_string();
+        let o = &self.opts;
+        let mut c = String::new();
+        let mut line = |s: String| {
+            c.push_str(&s);
+            c.push('\n');
+        };
+        line(format!(
+            "# written by rworker's test harness for MPM {:?}",
+            self.mpm
+        ));
+        line(format!("ServerRoot {t}"));
+        line(format!("PidFile {t}/run/httpd.pid"));
+        line(format!("ScoreBoardFile {t}/run/sb"));
+        line(format!("Mutex file:{t}/run default"));
+        line(format!(
+            "LoadModule {} {}",
+            self.mpm.module_symbol(),
+            so.display()
+        ));
+        for m in ["authz_core", "mime", "status", "dir"] {
+            line(format!("LoadModule {m}_module {STOCK_MODULES}/mod_{m}.so"));
+        }
+        line("TypesConfig /etc/mime.types".into());
+        line("User www-data".into());
+        line("Group www-data".into());
+        line("ServerName localhost".into());
+        line(format!("Listen 127.0.0.1:{}", self.port));
+        line(format!("DocumentRoot {t}/htdocs"));
+        line(format!(
+            "<Directory {t}/htdocs>\n    Require all granted\n</Directory>"
+        ));
+        line("DirectoryIndex index.html".into());
+        line("<Location /server-status>\n    SetHandler server-status\n    Require all granted\n</Location>".into());
+        line("ExtendedStatus On".into());
+        line(format!("ErrorLog {t}/logs/error.log"));
+        if self.mpm == Mpm::Rworker {
+            line(format!("LogLevel warn {}:debug", self.mpm.log_tag()));
+        } else {
+            line("LogLevel warn".into());
+        }
+        line(format!("StartServers {}", o.start_servers));
+        if let Some(n) = o.server_limit {
+            line(format!("ServerLimit {n}"));
+        }
+        line(format!("MinSpareThreads {}", o.min_spare_threads));
+        line(format!("MaxSpareThreads {}", o.max_spare_threads));
+        line(format!("ThreadLimit {}", o.thread_limit));
+        line(format!("ThreadsPerChild {}", o.threads_per_child));
+        line(format!("MaxRequestWorkers {}", o.max_request_workers));
+        if let Some(on) = o.keep_alive {
+            line(format!("KeepAlive {}", if on { "On" } else { "Off" }));
+        }
+        if let Some(n) = o.max_keep_alive_requests {
+            line(format!("MaxKeepAliveRequests {n}"));
+        }
+        if let Some(n) = o.max_connections_per_child {
+            line(format!("MaxConnectionsPerChild {n}"));
+        }
+        if let Some(n) = o.graceful_shutdown_timeout {
+            line(format!("GracefulShutdownTimeout {n}"));
+        }
+        for l in &o.extra {
+            line(l.clone());
+        }
+        fs::write(self.conf_path(), c).expect("write httpd.conf");
+    }
+
+    // --- paths and config ---------------------------------------------------------------
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn conf_path(&self) -> PathBuf {
+        self.root().join("httpd.conf")
+    }
+    pub fn pidfile(&self) -> PathBuf {
+        self.root().join("run/httpd.pid")
+    }
+    pub fn error_log_path(&self) -> PathBuf {
+        self.root().join("logs/error.log")
+    }
+    pub fn docroot(&self) -> PathBuf {
+        self.root().join("htdocs")
+    }
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{}", self.port, path)
+    }
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `apache2 -f <conf> <args>` and returns its output (does not check the status).
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(APACHE2)
+            .arg("-f")
+            .arg(self.conf_path())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run /usr/sbin/apache2")
+    }
+
+    fn ctl_ok(&self, args: &[&str]) {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "apache2 {}: {}\nstdout: {}\nstderr: {}\nerror log:\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.error_log()
+        );
+    }
+
+    // --- processes ----------------------------------------------------------------------
+
+    /// The pid in the server's own pidfile, if there is one.
+    pub fn pid_from_pidfile(&self) -> Option<i32> {
+        fs::read_to_string(self.pidfile()).ok()?.trim().parse().ok()
+    }
+
+    /// The parent's pid as recorded at start (the pidfile's content then).
+    pub fn parent_pid(&self) -> i32 {
+        if let Some(c) = &self.foreground {
+            return c.id() as i32;
+        }
+        self.parent.expect("server not started")
+    }
+
+    /// Live (non-zombie) children of the parent.
+    pub fn children(&self) -> Vec<i32> {
+        children_of(self.parent_pid())
+            .into_iter()
+            .filter(|&(_, st)| st != 'Z')
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// Children of the parent that are zombies (exited, not yet reaped).
+    pub fn zombie_children(&self) -> Vec<i32> {
+        children_of(self.parent_pid())
+            .into_iter()
+            .filter(|&(_, st)| st == 'Z')
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// Every live process whose command line names this server's config file: the parent,
+    /// its children, and an `apache2 -k ...` control process that happens to run.
+    pub fn processes(&self) -> Vec<i32> {
+        let conf = self.conf_path().display().to_string();
+        let mut v = Vec::new();
+        for pid in all_pids() {
+            if proc_state(pid).is_some_and(|s| s != 'Z') && cmdline(pid).contains(&conf) {
+                v.push(pid);
+            }
+        }
+        v
+    }
+
+    /// Waits until the server accepts TCP connections on its port.
+    pub fn wait_listening(&self, timeout: Duration) -> bool {
+        wait_until(timeout, || TcpStream::connect(self.addr()).is_ok())
+    }
+
+    /// Waits until every child has `ThreadsPerChild + 2` tasks and `server-status` counts
+    /// exactly the live worker threads (children × ThreadsPerChild) as busy or idle.
+    pub fn wait_settled(&self, timeout: Duration) -> bool {
+        let tpc = self.opts.effective_threads_per_child() as usize;
+        wait_until(timeout, || {
+            let kids = self.children();
+            if kids.is_empty() || kids.iter().any(|&c| task_count(c) != tpc + 2) {
+                return false;
+            }
+            let Ok(st) = self.try_server_status_auto() else {
+                return false;
+            };
+            st.busy() + st.idle() == kids.len() * tpc
+        })
+    }
+
+    // --- signals ------------------------------------------------------------------------
+
+    pub fn graceful(&self) {
+        self.ctl_ok(&["-k", "graceful"]);
+    }
+    pub fn restart(&self) {
+        self.ctl_ok(&["-k", "restart"]);
+    }
+    pub fn graceful_stop(&self) {
+        self.ctl_ok(&["-k", "graceful-stop"]);
+    }
+    pub fn stop(&self) {
+        self.ctl_ok(&["-k", "stop"]);
+    }
+
+    /// Sends `sig` to the parent, by the pid recorded from its own pidfile.
+    pub fn signal_parent(&self, sig: i32) {
+        let pid = self.parent_pid();
+        // SAFETY: plain kill(2) on a pid this server wrote into its own pidfile.
+        let rc = unsafe { libc::kill(pid, sig) };
+        assert_eq!(
+            rc,
+            0,
+            "kill({pid}, {sig}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// Stops the server (`-k stop`) and waits until all its processes are gone.
+    pub fn stop_and_wait(&self, timeout: Duration) -> bool {
+        self.stop();
+        wait_until(timeout, || self.processes().is_empty())
+    }
+
+    /// For a foreground (`-X`) server: waits for it to exit and returns its exit status.
+    pub fn wait_foreground_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.foreground.as_mut().expect("not a foreground server");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill_foreground(&mut self) {
+        if let Some(mut c) = self.foreground.take() {
+            // SAFETY: kill(2) on our own child, which has not been reaped yet.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn stop_quietly(&mut self) {
+        if self.foreground.is_some() {
+            self.kill_foreground();
+        }
+        if self.pid_from_pidfile().is_some_and(|p| pid_alive(p)) {
+            let _ = self.ctl(&["-k", "stop"]);
+            wait_until(Duration::from_secs(5), || self.processes().is_empty());
+        }
+        // Last resort: whatever still runs with our config file on its command line. Repeat
+        // until nothing is left: a parent caught while starting may fork between two scans.
+        let left = self.processes();
+        if !left.is_empty() {
+            eprintln!(
+                "harness: SIGKILL to leftover processes of {}: {left:?}",
+                self.conf_path().display()
+            );
+            wait_until(Duration::from_secs(5), || {
+                let left = self.processes();
+                for &pid in &left {
+                    // SAFETY: kill(2) on a pid whose cmdline names our private config file.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+                left.is_empty()
+            });
+        }
+    }
+
+    // --- logs and status ----------------------------------------------------------------
+
+    pub fn error_log(&self) -> String {
+        fs::read_to_string(self.error_log_path()).unwrap_or_default()
+    }
+
+    /// Error log lines at warn or above (or not in httpd's log format at all, e.g. a panic
+    /// message on a child's stderr), minus the start/stop notices and `allowed` ids.
+    pub fn error_log_problems(&self, allowed: &[&str]) -> Vec<String> {
+        self.error_log()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter(|l| match log_level(l) {
+                Some(level) => matches!(level, "warn" | "error" | "crit" | "alert" | "emerg"),
+                None => true,
+            })
+            .filter(|l| {
+                !START_STOP_NOTICES
+                    .iter()
+                    .chain(allowed.iter())
+                    .any(|id| l.contains(&format!("{id}:")))
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn assert_no_warnings_in_error_log(&self) {
+        self.assert_no_warnings_in_error_log_except(&[]);
+    }
+
+    pub fn assert_no_warnings_in_error_log_except(&self, allowed: &[&str]) {
+        let bad = self.error_log_problems(allowed);
+        assert!(
+            bad.is_empty(),
+            "error log of the {} MPM has {} line(s) at warn or above:\n{}",
+            self.mpm.name(),
+            bad.len(),
+            bad.join("\n")
+        );
+    }
+
+    pub fn try_server_status_auto(&self) -> Result<Status, String> {
+        let (code, body) = http_get(&self.url("/server-status?auto")).map_err(|e| e.to_string())?;
+        if code != 200 {
+            return Err(format!("server-status?auto: HTTP {code}"));
+        }
+        Ok(Status::parse(&String::from_utf8_lossy(&body)))
+    }
+
+    pub fn server_status_auto(&self) -> Status {
+        self.try_server_status_auto()
+            .unwrap_or_else(|e| panic!("{e}\nerror log:\n{}", self.error_log()))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_quietly();
+    }
+}
+
+/// The `key: value` lines of `server-status?auto`.
+#[derive(Clone, Debug, Default)]
+pub struct Status(pub BTreeMap<String, String>);
+
+impl Status {
+    pub fn parse(text: &str) -> Status {
+        let mut m = BTreeMap::new();
+        for l in text.lines() {
+            if let Some((k, v)) = l.split_once(": ") {
+                m.insert(k.trim().to_owned(), v.trim().to_owned());
+            }
+        }
+        Status(m)
+    }
+    pub fn get(&self, key: &str) -> &str {
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("no {key:?} in server-status: {:?}", self.0))
+    }
+    pub fn num(&self, key: &str) -> u64 {
+        let v = self.get(key);
+        v.parse()
+            .unwrap_or_else(|_| panic!("server-status {key}: {v:?} is not a number"))
+    }
+    pub fn busy(&self) -> usize {
+        self.num("BusyWorkers") as usize
+    }
+    pub fn idle(&self) -> usize {
+        self.num("IdleWorkers") as usize
+    }
+    pub fn scoreboard(&self) -> &str {
+        self.get("Scoreboard")
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// DocumentRoot
+
+/// Byte `i` of `/10m.bin`: a pattern that does not repeat with any power-of-two period,
+/// so a misplaced or duplicated chunk shows.
+pub fn pattern_byte(i: usize) -> u8 {
+    ((i % 251) as u8) ^ ((i / 251 % 256) as u8)
+}
+
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(pattern_byte).collect()
+}
+
+pub const INDEX_HTML: &str = "<html><body><h1>rworker test server</h1></body></html>\n";
+
+pub fn seq_body(i: usize) -> String {
+    format!("seq {i:02}\n")
+}
+
+fn write_docroot(d: &Path) {
+    fs::write(d.join("index.html"), INDEX_HTML).unwrap();
+    fs::write(d.join("1b.txt"), "x").unwrap();
+    fs::write(d.join("4k.bin"), pattern(4096)).unwrap();
+    fs::write(d.join("100k.bin"), pattern(100 * 1024)).unwrap();
+    fs::write(d.join("10m.bin"), pattern(TEN_MB)).unwrap();
+    // Sparse: created instantly, reads as zeros.
+    let f = fs::File::create(d.join("64m.bin")).unwrap();
+    f.set_len(SIXTY_FOUR_MB).unwrap();
+    for i in 0..SEQ_FILES {
+        fs::write(d.join(format!("seq/{i:02}.txt")), seq_body(i)).unwrap();
+    }
+    for entry in walk(d) {
+        let mode = if entry.is_dir() { 0o755 } else { 0o644 };
+        fs::set_permissions(&entry, fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in fs::read_dir(d).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            v.extend(walk(&p));
+        }
+        v.push(p);
+    }
+    v
+}
+
+// ------------------------------------------------------------------------------------------
+// HTTP
+
+fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .timeout_connect(Duration::from_secs(5))
+        .timeout(Duration::from_secs(60))
+        .redirects(0)
+        .build()
+}
+
+/// GET with a real HTTP client; any status is returned, not an error.
+pub fn http_get(url: &str) -> Result<(u16, Vec<u8>), ureq::Transport> {
+    into_parts(agent().get(url).call())
+}
+
+/// HEAD: status, headers (lower-case names) and the body length read (must be 0).
+pub fn http_head(url: &str) -> Result<(u16, BTreeMap<String, String>, usize), ureq::Transport> {
+    let resp = match agent().head(url).call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(ureq::Error::Transport(t)) => return Err(t),
+    };
+    let code = resp.status();
+    let mut headers = BTreeMap::new();
+    for name in resp.headers_names() {
+        if let Some(v) = resp.header(&name) {
+            headers.insert(name.to_ascii_lowercase(), v.to_owned());
+        }
+    }
+    let mut body = Vec::new();
+    resp.into_reader()
+        .read_to_end(&mut body)
+        .expect("read HEAD body");
+    Ok((code, headers, body.len()))
+}
+
+fn into_parts(r: Result<ureq::Response, ureq::Error>) -> Result<(u16, Vec<u8>), ureq::Transport> {
+    let resp = match r {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(ureq::Error::Transport(t)) => return Err(t),
+    };
+    let code = resp.status();
+    let mut body = Vec::new();
+    resp.into_reader()
+        .read_to_end(&mut body)
+        .expect("read body");
+    Ok((code, body))
+}
+
+/// One response read off a raw connection.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    /// Header names lower-cased.
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+/// A raw HTTP/1.1 connection, for keep-alive sequences and pipelining.
+pub struct RawConn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl RawConn {
+    pub fn connect(addr: &str) -> RawConn {
+        let s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.set_nodelay(true).unwrap();
+        RawConn {
+            writer: s.try_clone().unwrap(),
+            reader: BufReader::new(s),
+        }
+    }
+
+    pub fn get_request(path: &str) -> String {
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: rworker-tests\r\n\r\n")
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("write request");
+    }
+
+    pub fn shutdown_write(&mut self) {
+        let _ = self.writer.shutdown(Shutdown::Write);
+    }
+
+    /// Reads status line and headers; the body is left on the connection.
+    pub fn read_head(&mut self) -> (u16, BTreeMap<String, String>) {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("read status line");
+        assert!(line.starts_with("HTTP/1.1 "), "bad status line {line:?}");
+        let status: u16 = line[9..12].parse().expect("status code");
+        let mut headers = BTreeMap::new();
+        loop {
+            let mut h = String::new();
+            let n = self.reader.read_line(&mut h).expect("read header");
+            assert!(n > 0, "connection closed inside the headers");
+            let h = h.trim_end_matches(['\r', '\n']);
+            if h.is_empty() {
+                break;
+            }
+            let (k, v) = h
+                .split_once(':')
+                .unwrap_or_else(|| panic!("bad header line {h:?}"));
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
+        (status, headers)
+    }
+
+    /// Reads one whole response, framed by Content-Length (what httpd sends for files).
+    pub fn read_response(&mut self) -> RawResponse {
+        let (status, headers) = self.read_head();
+        let len: usize = headers
+            .get("content-length")
+            .unwrap_or_else(|| panic!("response without Content-Length: {headers:?}"))
+            .parse()
+            .expect("Content-Length");
+        let mut body = vec![0; len];
+        self.reader.read_exact(&mut body).expect("read body");
+        RawResponse {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// Reads up to `buf.len()` body bytes (0 at EOF).
+    pub fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reader.read(buf)
+    }
+
+    /// True if the server closed the connection (EOF) within the read timeout.
+    pub fn is_closed_by_peer(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.reader.read(&mut b), Ok(0) | Err(_))
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Load generators
+
+#[derive(Debug)]
+pub struct AbResult {
+    pub complete: u64,
+    pub failed: u64,
+    pub non_2xx: u64,
+    pub output: String,
+}
+
+/// Runs `ab <args> <url>` to completion.
+pub fn run_ab(args: &[&str], url: &str) -> AbResult {
+    let out = Command::new("ab")
+        .args(args)
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ab");
+    parse_ab(out)
+}
+
+pub fn spawn_ab(args: &[&str], url: &str) -> Child {
+    Command::new("ab")
+        .args(args)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ab")
+}
+
+pub fn parse_ab(out: Output) -> AbResult {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "ab failed ({}):\n{text}", out.status);
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    AbResult {
+        complete: field("Complete requests")
+            .unwrap_or_else(|| panic!("no 'Complete requests' in ab output:\n{text}")),
+        failed: field("Failed requests")
+            .unwrap_or_else(|| panic!("no 'Failed requests' in ab output:\n{text}")),
+        non_2xx: field("Non-2xx responses").unwrap_or(0),
+        output: text,
+    }
+}
+
+#[derive(Debug)]
+pub struct WrkResult {
+    pub requests: u64,
+    pub socket_errors: u64,
+    pub non_2xx: u64,
+    pub output: String,
+}
+
+/// Runs `wrk <args> <url>` to completion and sums its socket errors.
+pub fn run_wrk(args: &[&str], url: &str) -> WrkResult {
+    let out = Command::new("wrk")
+        .args(args)
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run wrk");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "wrk failed ({}):\n{text}", out.status);
+    let mut socket_errors = 0;
+    let mut non_2xx = 0;
+    let mut requests = None;
+    for l in text.lines().map(str::trim) {
+        if let Some(rest) = l.strip_prefix("Socket errors:") {
+            // "Socket errors: connect 0, read 3, write 0, timeout 0"
+            for part in rest.split(',') {
+                if let Some(n) = part
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
+                    socket_errors += n;
+                }
+            }
+        } else if let Some(rest) = l.strip_prefix("Non-2xx or 3xx responses:") {
+            non_2xx = rest.trim().parse().unwrap_or(u64::MAX);
+        } else if l.contains(" requests in ") {
+            requests = l.split_whitespace().next().and_then(|n| n.parse().ok());
+        }
+    }
+    WrkResult {
+        requests: requests.unwrap_or_else(|| panic!("no request count in wrk output:\n{text}")),
+        socket_errors,
+        non_2xx,
+        output: text,
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// /proc and small utilities
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().unwrap().port()
+}
+
+/// Polls `cond` every 50 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn all_pids() -> Vec<i32> {
+    fs::read_dir("/proc")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// (state, ppid) from /proc/<pid>/stat.
+fn stat_fields(pid: i32) -> Option<(char, i32)> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let mut it = rest.split_whitespace();
+    let state = it.next()?.chars().next()?;
+    let ppid = it.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+pub fn proc_state(pid: i32) -> Option<char> {
+    stat_fields(pid).map(|(s, _)| s)
+}
+
+/// Alive: exists and is not a zombie.
+pub fn pid_alive(pid: i32) -> bool {
+    proc_state(pid).is_some_and(|s| s != 'Z')
+}
+
+/// (pid, state) of every process whose parent is `ppid`.
+pub fn children_of(ppid: i32) -> Vec<(i32, char)> {
+    let mut v: Vec<_> = all_pids()
+        .into_iter()
+        .filter_map(|p| match stat_fields(p) {
+            Some((st, pp)) if pp == ppid => Some((p, st)),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn cmdline(pid: i32) -> String {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Number of threads of `pid` (entries of /proc/<pid>/task).
+pub fn task_count(pid: i32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|rd| rd.count())
+        .unwrap_or(0)
+}
+
+/// Real uid of `pid`.
+pub fn uid_of(pid: i32) -> u32 {
+    let s = fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    s.lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("Uid line")
+}
+
+/// The uid of a user name (`www-data`).
+pub fn uid_of_user(name: &str) -> u32 {
+    let passwd = fs::read_to_string("/etc/passwd").expect("/etc/passwd");
+    passwd
+        .lines()
+        .find_map(|l| {
+            let f: Vec<_> = l.split(':').collect();
+            (f.len() > 2 && f[0] == name)
+                .then(|| f[2].parse().ok())
+                .flatten()
+        })
+        .unwrap_or_else(|| panic!("user {name} not in /etc/passwd"))
+}
+
+/// The level of an httpd error log line (`[date] [module:level] ...`), if it has that form.
+pub fn log_level(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix('[')?;
+    let rest = &rest[rest.find("] [")? + 3..];
+    let tag = &rest[..rest.find(']')?];
+    Some(tag.rsplit(':').next().unwrap_or(tag))
+}
+
+pub fn set_of(v: &[i32]) -> BTreeSet<i32> {
+    v.iter().copied().collect()
+}
+
+/// For tests that only make sense for one MPM: prints why and returns true when skipping.
+pub fn skip_unless_rworker(test: &str) -> bool {
+    let mpm = Mpm::under_test();
+    if mpm != Mpm::Rworker {
+        eprintln!(
+            "SKIP {test}: checks mod_mpm_rworker.so itself, but RWORKER_TEST_MPM={} (unset it to run)",
+            mpm.name()
+        );
+        return true;
+    }
+    false
+}
