@@ -366,8 +366,26 @@ impl<T: Send> FdQueue<T> {
     pub fn pop(&self) -> Result<T, PopError> {
         // SeqCst: the interrupt epoch this call runs in, ordered with interrupt_all's SeqCst
         // increment, so an interrupt that starts after this load is seen as a change.
-        let epoch = self.interrupts.load(Ordering::SeqCst);
+        self.pop_in_epoch(self.interrupts.load(Ordering::SeqCst))
+    }
 
+    /// loom only: the interrupt epoch a `pop` starting now would run in. Lets a model say
+    /// "this pop began before that interrupt_all", which real time cannot express under loom.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_interrupt_epoch(&self) -> usize {
+        self.interrupts.load(Ordering::SeqCst)
+    }
+
+    /// loom only: `pop` as if it had begun in interrupt epoch `epoch`.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_pop_in_epoch(&self, epoch: usize) -> Result<T, PopError> {
+        self.pop_in_epoch(epoch)
+    }
+
+    /// `pop`, for a call that began in interrupt epoch `epoch`.
+    fn pop_in_epoch(&self, epoch: usize) -> Result<T, PopError> {
         // Fast path and bounded spin: a worker that is about to be fed should not pay for a
         // park/wake pair (two system calls).
         for round in 0..SPIN_ROUNDS {
