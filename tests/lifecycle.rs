@@ -1,0 +1,328 @@
+//! Process lifecycle: graceful and hard restarts under load, stop, graceful-stop during a
+//! download, child replacement, `-X` (contract §6 items 6–12, 15).
+
+mod common;
+
+use common::*;
+use std::net::TcpStream;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// Waits until `pids` are all gone and the parent has no unreaped children.
+fn assert_gone_and_reaped(s: &Server, pids: &[i32], what: &str) {
+    let gone = wait_until(Duration::from_secs(10), || {
+        pids.iter().all(|&p| !pid_alive(p))
+    });
+    let alive: Vec<_> = pids.iter().copied().filter(|&p| pid_alive(p)).collect();
+    assert!(
+        gone,
+        "{what}: old children {alive:?} still alive 10 s later"
+    );
+    let reaped = wait_until(Duration::from_secs(5), || s.zombie_children().is_empty());
+    assert!(
+        reaped,
+        "{what}: zombie children of the parent: {:?}",
+        s.zombie_children()
+    );
+}
+
+/// Reads `Total Accesses` until it reaches `n`, or `ab` exits.
+fn wait_for_accesses(s: &Server, ab: &mut std::process::Child, n: u64) -> bool {
+    wait_until(Duration::from_secs(30), || {
+        if ab.try_wait().expect("try_wait ab").is_some() {
+            return true;
+        }
+        s.try_server_status_auto()
+            .is_ok_and(|st| st.num("Total Accesses") >= n)
+    });
+    ab.try_wait().expect("try_wait ab").is_none()
+}
+
+#[test]
+fn graceful_restart_under_load_loses_nothing() {
+    let s = Server::start(ServerOpts::default());
+    let before = s.server_status_auto();
+    let old = s.children();
+    assert!(!old.is_empty());
+
+    let mut ab = spawn_ab(&["-q", "-n", "20000", "-c", "50"], &s.url("/index.html"));
+    assert!(
+        wait_for_accesses(&s, &mut ab, 2000),
+        "ab finished before the graceful restart could be sent"
+    );
+    s.graceful();
+    let r = parse_ab(ab.wait_with_output().expect("wait ab"));
+    assert_eq!(r.complete, 20000, "complete requests\n{}", r.output);
+    assert_eq!(
+        r.failed, 0,
+        "failed requests across a graceful restart\n{}",
+        r.output
+    );
+    assert_eq!(r.non_2xx, 0, "non-2xx responses\n{}", r.output);
+
+    let after = s.server_status_auto();
+    assert_eq!(
+        after.num("ParentServerMPMGeneration"),
+        before.num("ParentServerMPMGeneration") + 1
+    );
+    assert_eq!(
+        after.num("ParentServerConfigGeneration"),
+        before.num("ParentServerConfigGeneration") + 1
+    );
+    assert_gone_and_reaped(&s, &old, "after graceful restart");
+    assert!(
+        !s.children().is_empty(),
+        "no children after graceful restart"
+    );
+    assert!(
+        s.error_log().contains("Doing graceful restart"),
+        "log:\n{}",
+        s.error_log()
+    );
+    s.assert_no_warnings_in_error_log();
+}
+
+#[test]
+fn hard_restart_replaces_all_children() {
+    let s = Server::start(ServerOpts::stable());
+    assert!(
+        s.wait_settled(Duration::from_secs(10)),
+        "server did not settle"
+    );
+    let parent = s.parent_pid();
+    let before = s.server_status_auto();
+    let old = s.children();
+    s.restart();
+    let bumped = wait_until(Duration::from_secs(10), || {
+        s.try_server_status_auto().is_ok_and(|st| {
+            st.num("ParentServerMPMGeneration") == before.num("ParentServerMPMGeneration") + 1
+        })
+    });
+    assert!(
+        bumped,
+        "MPM generation did not rise after -k restart; log:\n{}",
+        s.error_log()
+    );
+    assert_gone_and_reaped(&s, &old, "after hard restart");
+    assert_eq!(
+        s.pid_from_pidfile(),
+        Some(parent),
+        "the parent survives a restart"
+    );
+    assert!(
+        s.wait_settled(Duration::from_secs(10)),
+        "server did not settle after restart"
+    );
+    assert!(
+        s.error_log().contains("Attempting to restart"),
+        "log:\n{}",
+        s.error_log()
+    );
+    s.assert_no_warnings_in_error_log();
+}
+
+#[test]
+fn stop_ends_every_process_quickly() {
+    let s = Server::start(ServerOpts::default());
+    let (code, _) = http_get(&s.url("/")).expect("GET /");
+    assert_eq!(code, 200);
+    let procs = s.processes();
+    assert!(
+        procs.contains(&s.parent_pid()) && procs.len() >= 2,
+        "processes: {procs:?}"
+    );
+
+    let t0 = Instant::now();
+    s.stop();
+    let gone = wait_until(Duration::from_secs(3), || {
+        procs.iter().all(|&p| !pid_alive(p))
+    });
+    let left: Vec<_> = procs.iter().copied().filter(|&p| pid_alive(p)).collect();
+    assert!(gone, "still running 3 s after -k stop: {left:?}");
+    eprintln!(
+        "all {} processes gone {:?} after -k stop",
+        procs.len(),
+        t0.elapsed()
+    );
+    assert!(!s.pidfile().exists(), "pidfile left behind after -k stop");
+    assert!(
+        s.error_log().contains("caught SIGTERM, shutting down"),
+        "log:\n{}",
+        s.error_log()
+    );
+    s.assert_no_warnings_in_error_log();
+}
+
+#[test]
+fn graceful_stop_lets_a_download_finish() {
+    let s = Server::start(ServerOpts::default());
+    let mut c = RawConn::connect(&s.addr());
+    c.send(b"GET /64m.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let (status, headers) = c.read_head();
+    assert_eq!(status, 200);
+    assert_eq!(
+        headers.get("content-length").map(String::as_str),
+        Some(SIXTY_FOUR_MB.to_string().as_str())
+    );
+
+    // A slow client: 4 MB now, the rest after the stop signal and a pause.
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut got: u64 = 0;
+    let mut nonzero = false;
+    let mut read_chunk = |c: &mut RawConn, got: &mut u64| -> usize {
+        let n = c.read_some(&mut buf).expect("read download");
+        nonzero |= buf[..n].iter().any(|&b| b != 0);
+        *got += n as u64;
+        n
+    };
+    while got < 4 * 1024 * 1024 {
+        assert!(
+            read_chunk(&mut c, &mut got) > 0,
+            "download cut at {got} bytes before graceful-stop"
+        );
+    }
+
+    s.graceful_stop();
+    let refused = wait_until(Duration::from_secs(3), || {
+        TcpStream::connect(s.addr()).is_err()
+    });
+    assert!(
+        refused,
+        "new connections still accepted 3 s after -k graceful-stop"
+    );
+    sleep(Duration::from_millis(1500));
+    assert!(
+        !s.processes().is_empty(),
+        "everything exited while a download was in progress"
+    );
+
+    loop {
+        if read_chunk(&mut c, &mut got) == 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        got, SIXTY_FOUR_MB,
+        "download after graceful-stop was cut short"
+    );
+    assert!(!nonzero, "the sparse file should read as zeros");
+
+    let gone = wait_until(Duration::from_secs(5), || s.processes().is_empty());
+    assert!(
+        gone,
+        "still running 5 s after the download ended: {:?}",
+        s.processes()
+    );
+    assert!(
+        !s.pidfile().exists(),
+        "pidfile left behind after graceful-stop"
+    );
+    assert!(
+        s.error_log().contains("shutting down gracefully"),
+        "log:\n{}",
+        s.error_log()
+    );
+    s.assert_no_warnings_in_error_log();
+}
+
+#[test]
+fn killed_child_is_replaced() {
+    let opts = ServerOpts::stable();
+    let s = Server::start(opts.clone());
+    assert!(
+        s.wait_settled(Duration::from_secs(10)),
+        "server did not settle"
+    );
+    let old = s.children();
+    let victim = old[0];
+    // SAFETY: kill(2) on a child pid of this test's own server.
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    let replaced = wait_until(Duration::from_secs(5), || {
+        let now = s.children();
+        !now.contains(&victim) && now.len() == old.len()
+    });
+    assert!(
+        replaced,
+        "killed child {victim} not replaced; children now {:?}",
+        s.children()
+    );
+    assert_gone_and_reaped(&s, &[victim], "after kill -9 of a child");
+    assert!(
+        s.wait_settled(Duration::from_secs(10)),
+        "server did not settle after losing a child"
+    );
+    let (code, _) = http_get(&s.url("/")).expect("GET / after a child was killed");
+    assert_eq!(code, 200);
+}
+
+#[test]
+fn max_connections_per_child_rotates_children() {
+    let opts = ServerOpts::stable().max_connections_per_child(100);
+    let s = Server::start(opts);
+    let first = set_of(&s.children());
+    let r = run_ab(&["-q", "-n", "3000", "-c", "10"], &s.url("/index.html"));
+    assert_eq!(
+        (r.complete, r.failed, r.non_2xx),
+        (3000, 0, 0),
+        "ab\n{}",
+        r.output
+    );
+    // 3000 connections at 100 per child: every original child has been retired.
+    let rotated = wait_until(Duration::from_secs(5), || {
+        first.is_disjoint(&set_of(&s.children()))
+    });
+    assert!(
+        rotated,
+        "children before {first:?}, after {:?}",
+        s.children()
+    );
+    let reaped = wait_until(Duration::from_secs(5), || s.zombie_children().is_empty());
+    assert!(reaped, "zombie children: {:?}", s.zombie_children());
+    assert!(
+        s.children().len() <= 2,
+        "process count grew: {:?}",
+        s.children()
+    );
+    s.assert_no_warnings_in_error_log();
+}
+
+fn foreground_serves_then_exits_on(sig: i32) {
+    let opts = ServerOpts::stable();
+    let mut s = Server::start_foreground(opts.clone());
+    let pid = s.parent_pid();
+    let (code, body) = http_get(&s.url("/")).expect("GET / from apache2 -X");
+    assert_eq!((code, body.as_slice()), (200, INDEX_HTML.as_bytes()));
+    assert_eq!(s.processes(), vec![pid], "-X must not fork");
+    assert_eq!(
+        task_count(pid),
+        opts.effective_threads_per_child() as usize + 2,
+        "tasks of the -X process"
+    );
+    // SAFETY: kill(2) on the apache2 -X process this test spawned.
+    unsafe { libc::kill(pid, sig) };
+    let st = s.wait_foreground_exit(Duration::from_secs(5));
+    assert!(
+        st.is_some(),
+        "apache2 -X still running 5 s after signal {sig}"
+    );
+    let st = st.unwrap();
+    assert!(
+        st.success(),
+        "apache2 -X exit status after signal {sig}: {st}"
+    );
+    assert!(
+        TcpStream::connect(s.addr()).is_err(),
+        "port still open after -X exited"
+    );
+    s.assert_no_warnings_in_error_log();
+}
+
+#[test]
+fn foreground_mode_exits_on_sigterm() {
+    foreground_serves_then_exits_on(libc::SIGTERM);
+}
+
+#[test]
+fn foreground_mode_exits_on_sigint() {
+    foreground_serves_then_exits_on(libc::SIGINT);
+}
