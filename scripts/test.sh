@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds rworker and runs every test: unit tests, the integration tests in tests/ (each
+# starts a private httpd on 127.0.0.1 with the MPM under test) and the loom model checks.
+#
+#   sudo bash scripts/test.sh
+#   RWORKER_TEST_MPM=worker sudo -E bash scripts/test.sh   # same tests on the stock worker MPM
+#
+# Runs as root: the tests start httpd, which switches its children to www-data.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+bash scripts/setup-deps.sh
+if [[ -x "$HOME/.cargo/bin/cargo" ]]; then
+    PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+echo "== cargo build --release"
+cargo build --release
+
+# Two test threads: the load tests run ab/wrk against their own servers, and more of them
+# at once on a 2-core machine only measure the scheduler.
+echo "== cargo test --release --workspace (MPM under test: ${RWORKER_TEST_MPM:-rworker})"
+cargo test --release --workspace -- --test-threads 2
+
+if [[ -f queue/loom.sh ]]; then
+    echo "== loom model checks (queue/loom.sh)"
+    bash queue/loom.sh
+fi
