@@ -253,7 +253,11 @@ fn clean_exit(rt: Option<&ChildRuntime>, pchild: Option<Pool>, code: c_int) -> !
             p.destroy();
         }
         if settings().one_process {
-            sys::ap_remove_pid(generation().pconf, sys::ap_pid_fname);
+            // -X: the slot was never registered with a pid; free it as the reaper would.
+            // (The pidfile stays: privileges are dropped, as with the stock MPM.)
+            let ps = scoreboard::process(0);
+            ps.pid = 0;
+            ps.quiescing = 0;
         }
         libc::exit(code)
     }
