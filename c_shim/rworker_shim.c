@@ -22,6 +22,7 @@ const command_rec rworker_shim_cmds[] = {
     RW_DIRECTIVE("ThreadsPerChild", 6, "Number of threads each child creates"),
     RW_DIRECTIVE("ServerLimit", 7, "Maximum number of child processes for this run of Apache"),
     RW_DIRECTIVE("ThreadLimit", 8, "Maximum number of worker threads per child process for this run of Apache - Upper limit for ThreadsPerChild"),
+    RW_DIRECTIVE("RWorkerQueue", 9, "Listener-to-worker queue: 'atomic' (rworker's own, the default) or 'apr' (httpd's own fdqueue, for A/B tests)"),
     AP_GRACEFUL_SHUTDOWN_TIMEOUT_COMMAND,
     { NULL }
 };

@@ -16,12 +16,11 @@ use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
-use rworker_queue::{FdQueue, QueueInfo};
-
 use crate::apr::log::level;
 use crate::apr::pool::Pool;
 use crate::apr::thread;
 use crate::mpm::config::settings;
+use crate::mpm::handoff::Handoff;
 use crate::mpm::module::generation;
 use crate::mpm::scoreboard::{self, status};
 use crate::mpm::{listener, retained, worker};
@@ -77,10 +76,9 @@ pub struct ChildRuntime {
     pub bucket: c_int,
     /// MPM generation this child belongs to.
     pub generation: sys::ap_generation_t,
-    /// Listener → worker hand-off of accepted connections, capacity ThreadsPerChild.
-    pub fdq: FdQueue<Accepted>,
-    /// Idle-worker accounting and recycled ptrans stack (ThreadsPerChild + 1 pools).
-    pub qi: QueueInfo<Pool>,
+    /// Listener → worker hand-off: fdqueue (capacity ThreadsPerChild) and queue_info
+    /// (idle workers, recycled ptrans), as chosen by RWorkerQueue.
+    pub handoff: Handoff,
     /// This bucket's listening sockets.
     pub listeners: Vec<*mut sys::ap_listen_rec>,
     /// Cross-process accept mutex, null when this bucket has one listener.
@@ -195,7 +193,7 @@ impl ChildRuntime {
     /// term), in accept or poll (LISTENER_SIGNAL).
     fn wake_listener(&self) {
         self.listener_may_exit.store(true, Ordering::SeqCst);
-        self.qi.term();
+        self.handoff.term_idlers();
         let t = self.listener_os_thread.load(Ordering::SeqCst);
         if t != 0 && !self.dying.load(Ordering::SeqCst) {
             // SAFETY: the listener thread is joinable and not yet joined, so its pthread_t is valid.
@@ -212,7 +210,7 @@ impl ChildRuntime {
         self.wake_listener();
         if mode == StopMode::Ungraceful {
             self.workers_may_exit.store(true, Ordering::SeqCst);
-            self.fdq.interrupt_all();
+            self.handoff.interrupt_all();
             for w in &self.workers {
                 let fd = w.fd.load(Ordering::SeqCst);
                 if fd >= 0 {
@@ -423,8 +421,7 @@ fn build_runtime(
         slot,
         bucket,
         generation,
-        fdq: FdQueue::new(tpc),
-        qi: QueueInfo::new(tpc + 1),
+        handoff: Handoff::new(st.queue, tpc, pruntime)?,
         listeners,
         accept_mutex,
         pconf: g.pconf,
@@ -523,7 +520,7 @@ fn join_threads(rt: &ChildRuntime, mut mode: StopMode) {
         }
         thread::join(listener);
     } else {
-        rt.fdq.term();
+        rt.handoff.term_queue();
     }
     if mode == StopMode::Graceful {
         while rt.live_workers.load(Ordering::SeqCst) > 0 {

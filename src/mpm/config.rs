@@ -55,6 +55,8 @@ pub struct Settings {
     pub thread_limit: c_int,
     /// MaxRequestWorkers / ThreadsPerChild: process slots in use.
     pub daemons_limit: c_int,
+    /// RWorkerQueue: the hand-off implementation.
+    pub queue: QueueKind,
     /// `-X` / `-DONE_PROCESS` / `-DDEBUG`: serve from the parent, no fork.
     pub one_process: bool,
     /// `-DFOREGROUND` (or DEBUG): do not detach.
@@ -74,6 +76,7 @@ impl Settings {
         server_limit: DEFAULT_SERVER_LIMIT,
         thread_limit: DEFAULT_THREAD_LIMIT,
         daemons_limit: DEFAULT_SERVER_LIMIT,
+        queue: QueueKind::Atomic,
         one_process: false,
         foreground: false,
         no_detach: false,
@@ -150,6 +153,17 @@ mod directive {
     pub const THREADS_PER_CHILD: usize = 6;
     pub const SERVER_LIMIT: usize = 7;
     pub const THREAD_LIMIT: usize = 8;
+    pub const QUEUE: usize = 9;
+}
+
+/// Which listener → worker hand-off a child uses (`RWorkerQueue`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKind {
+    /// rworker's own atomics-based fdqueue and queue_info (`rworker-queue`).
+    Atomic,
+    /// httpd's own mutex + condition-variable fdqueue (`ap_queue_*`, exported by the
+    /// server binary), to A/B the queues with the process model held constant.
+    Apr,
 }
 
 /// Parses a directive argument as httpd admins write it: an optionally signed decimal
@@ -195,6 +209,29 @@ pub extern "C" fn rworker_set_directive(
             CStr::from_ptr(arg).to_string_lossy().into_owned(),
         )
     };
+    if which == directive::QUEUE {
+        let kind = match arg.trim().to_ascii_lowercase().as_str() {
+            "atomic" => QueueKind::Atomic,
+            "apr" => {
+                if let Err(missing) = crate::mpm::handoff::AprQueueFns::resolve() {
+                    return cmd_error(
+                        cmd,
+                        &format!("RWorkerQueue apr: this httpd does not export {missing} (httpd's fdqueue API, 2.4.x); use RWorkerQueue atomic"),
+                    );
+                }
+                QueueKind::Apr
+            }
+            _ => {
+                return cmd_error(
+                    cmd,
+                    &format!("RWorkerQueue takes 'atomic' or 'apr', not '{arg}'"),
+                )
+            }
+        };
+        // SAFETY: directives are parsed by the single-threaded configuration phase.
+        unsafe { settings_mut() }.queue = kind;
+        return std::ptr::null();
+    }
     let v = match parse_int(&name, &arg) {
         Ok(v) => v,
         Err(e) => return cmd_error(cmd, &e),

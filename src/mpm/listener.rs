@@ -8,8 +8,6 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::Ordering;
 
-use rworker_queue::PushError;
-
 use crate::apr::log::level;
 use crate::apr::pool::Pool;
 use crate::apr::thread;
@@ -77,8 +75,8 @@ pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -
             break;
         }
         if !have_idle_worker {
-            match rt.qi.wait_for_idler() {
-                Ok(_) => have_idle_worker = true,
+            match rt.handoff.wait_for_idler() {
+                Ok(()) => have_idle_worker = true,
                 Err(_) => break,
             }
         }
@@ -107,7 +105,7 @@ pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -
         let mut rv: sys::apr_status_t = 0;
         if let Some(lr) = lr {
             if ptrans.is_none() {
-                ptrans = match rt.qi.pop_pool() {
+                ptrans = match rt.handoff.pop_pool() {
                     Some(p) => {
                         rt.ptrans_reused.fetch_add(1, Ordering::Relaxed);
                         Some(p)
@@ -169,13 +167,13 @@ pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -
             sock: accepted as *mut sys::apr_socket_t,
             ptrans: pool,
         };
-        match rt.fdq.push(item) {
+        match rt.handoff.push(item) {
             Ok(()) => {
                 have_idle_worker = false;
                 rt.connections.fetch_add(1, Ordering::Relaxed);
                 rt.connections_left.fetch_sub(1, Ordering::Relaxed);
             }
-            Err(PushError::Full(a)) | Err(PushError::Terminated(a)) => {
+            Err(a) => {
                 // SAFETY: the socket and pool are still ours.
                 unsafe { sys::apr_socket_close(a.sock) };
                 crate::mpm_log!(level::CRIT, 0, "AH03138: ap_queue_push_socket failed");
@@ -193,10 +191,8 @@ pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -
     if let Some(p) = ptrans.take() {
         p.destroy();
     }
-    for p in rt.qi.free_idle_pools() {
-        p.destroy();
-    }
-    rt.fdq.term();
+    rt.handoff.free_idle_pools();
+    rt.handoff.term_queue();
     scoreboard::process(rt.slot).quiescing = 1;
     rt.dying.store(true, Ordering::SeqCst);
     if self_stop != StopMode::None {

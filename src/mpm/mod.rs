@@ -4,6 +4,7 @@
 
 pub mod child;
 pub mod config;
+pub mod handoff;
 pub mod listener;
 pub mod module;
 pub mod parent;

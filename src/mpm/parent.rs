@@ -133,8 +133,9 @@ unsafe fn run_generation(pconf: *mut sys::apr_pool_t, s: *mut sys::server_rec) -
         crate::mpm_log!(
             level::DEBUG,
             0,
-            "AH00294: Accept mutex: {} (rworker: {} listener bucket(s), ThreadsPerChild {}, MaxRequestWorkers {})",
+            "AH00294: Accept mutex: {} (rworker: {:?} queue, {} listener bucket(s), ThreadsPerChild {}, MaxRequestWorkers {})",
             if generation().use_accept_mutex { "mpm-accept" } else { "none" },
+            st.queue,
             nb,
             st.threads_per_child,
             st.max_workers

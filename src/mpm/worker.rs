@@ -38,18 +38,13 @@ pub unsafe extern "C" fn main(thd: *mut sys::apr_thread_t, data: *mut c_void) ->
     let mut is_idle = false;
     while !rt.workers_may_exit.load(Ordering::SeqCst) {
         if !is_idle {
-            // Recycle the previous connection's pool before announcing ourselves, so
-            // the listener finds it for the connection it accepts for us.
-            if let Some(p) = last_ptrans.take() {
-                if let Err(p) = rt.qi.push_pool(p) {
-                    p.destroy();
-                }
-            }
-            rt.qi.set_idle();
+            // Recycle the previous connection's pool as we announce ourselves, so the
+            // listener finds it for the connection it accepts for us.
+            rt.handoff.set_idle(last_ptrans.take());
             is_idle = true;
         }
         scoreboard::set_status(rt.slot, t, status::READY);
-        match rt.fdq.pop() {
+        match rt.handoff.pop() {
             Ok(acc) => {
                 is_idle = false;
                 if rt.workers_may_exit.load(Ordering::SeqCst) {
