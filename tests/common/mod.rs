@@ -631,7 +631,7 @@ impl Server {
         if self.foreground.is_some() {
             self.kill_foreground();
         }
-        if self.pid_from_pidfile().is_some_and(|p| pid_alive(p)) {
+        if self.pid_from_pidfile().is_some_and(pid_alive) {
             let _ = self.ctl(&["-k", "stop"]);
             wait_until(Duration::from_secs(5), || self.processes().is_empty());
         }
@@ -696,7 +696,7 @@ impl Server {
     }
 
     pub fn try_server_status_auto(&self) -> Result<Status, String> {
-        let (code, body) = http_get(&self.url("/server-status?auto")).map_err(|e| e.to_string())?;
+        let (code, body) = http_get(&self.url("/server-status?auto"))?;
         if code != 200 {
             return Err(format!("server-status?auto: HTTP {code}"));
         }
@@ -812,16 +812,16 @@ fn agent() -> ureq::Agent {
 }
 
 /// GET with a real HTTP client; any status is returned, not an error.
-pub fn http_get(url: &str) -> Result<(u16, Vec<u8>), ureq::Transport> {
-    into_parts(agent().get(url).call())
+pub fn http_get(url: &str) -> Result<(u16, Vec<u8>), String> {
+    into_parts(url, agent().get(url).call())
 }
 
 /// HEAD: status, headers (lower-case names) and the body length read (must be 0).
-pub fn http_head(url: &str) -> Result<(u16, BTreeMap<String, String>, usize), ureq::Transport> {
+pub fn http_head(url: &str) -> Result<(u16, BTreeMap<String, String>, usize), String> {
     let resp = match agent().head(url).call() {
         Ok(r) => r,
         Err(ureq::Error::Status(_, r)) => r,
-        Err(ureq::Error::Transport(t)) => return Err(t),
+        Err(ureq::Error::Transport(t)) => return Err(format!("{url}: {t}")),
     };
     let code = resp.status();
     let mut headers = BTreeMap::new();
@@ -837,11 +837,11 @@ pub fn http_head(url: &str) -> Result<(u16, BTreeMap<String, String>, usize), ur
     Ok((code, headers, body.len()))
 }
 
-fn into_parts(r: Result<ureq::Response, ureq::Error>) -> Result<(u16, Vec<u8>), ureq::Transport> {
+fn into_parts(url: &str, r: Result<ureq::Response, ureq::Error>) -> Result<(u16, Vec<u8>), String> {
     let resp = match r {
         Ok(r) => r,
         Err(ureq::Error::Status(_, r)) => r,
-        Err(ureq::Error::Transport(t)) => return Err(t),
+        Err(ureq::Error::Transport(t)) => return Err(format!("{url}: {t}")),
     };
     let code = resp.status();
     let mut body = Vec::new();
