@@ -57,6 +57,9 @@ unsafe fn run_generation(pconf: *mut sys::apr_pool_t, s: *mut sys::server_rec) -
 
     // SAFETY: exported httpd globals and functions, called from the parent's main thread.
     unsafe {
+        // Handlers first: `apachectl -k …` finds our pid in the pidfile, so a signal can
+        // only arrive after the pidfile is written, and must find unixd's handlers there.
+        sys::ap_unixd_mpm_set_signals(pconf, one_process as c_int);
         sys::ap_log_pid(pconf, sys::ap_pid_fname);
         if m.was_graceful == 0 {
             if sys::ap_run_pre_mpm((*(*s).process).pool, sys::ap_scoreboard_e_SB_SHARED)
@@ -69,7 +72,6 @@ unsafe fn run_generation(pconf: *mut sys::apr_pool_t, s: *mut sys::server_rec) -
             r.max_daemons_limit = -1;
         }
         scoreboard::global().running_generation = m.my_generation;
-        sys::ap_unixd_mpm_set_signals(pconf, one_process as c_int);
     }
 
     // Limits that depend on the listener buckets (known after open_logs).
