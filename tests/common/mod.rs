@@ -271,6 +271,9 @@ impl Server {
     }
 
     pub fn new_for(mpm: Mpm, opts: ServerOpts) -> Server {
+        // SAFETY: geteuid(2) has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "the integration tests start httpd, which must run as root to switch its children to www-data; run them as root");
         let so = mpm.so_path();
         let dir = tempfile::Builder::new()
             .prefix("rworker-test-")
