@@ -1,0 +1,26 @@
+//! rworker-ab: A/B benchmark of rworker against Debian's stock worker (and event) MPM.
+//!
+//! The same site, the same configuration (`apache-conf/ab/`, which differ only in the MPM's
+//! `LoadModule` line) and the same load go to each MPM in turn, the way httpd's developers
+//! measured their fdqueue changes: a fixed number of concurrent clients requesting a small
+//! static file, comparing req/s and CPU per request.
+//!
+//! One run of the matrix ([`plan::Plan`]) is: for each repetition, for each MPM (order rotated
+//! each repetition, so A/B/A/B drift cancels): start a private httpd ([`server::Server`]),
+//! check it is the MPM it claims to be, warm it up, and for each cell (connection mode × file
+//! size × clients) drive `wrk` ([`client`]) while sampling the CPU time and context switches
+//! of every httpd process ([`procstat`]); then stop it by its own pidfile. [`report`] turns the
+//! samples into a table, CSVs and [`chart`] an SVG.
+
+pub mod chart;
+pub mod client;
+pub mod error;
+pub mod mpm;
+pub mod options;
+pub mod plan;
+pub mod procstat;
+pub mod report;
+pub mod server;
+pub mod shutdown;
+
+pub use error::{Error, Result};

@@ -1,0 +1,171 @@
+//! `rworker-ab`: runs the A/B matrix and writes results.md, results.csv, summary.csv and
+//! chart.svg. See `abtest/README.md`, and `--help`.
+//!
+//! Exit status: 0 all runs clean; 1 some run had non-2xx responses or socket errors (results
+//! are still written); 2 bad arguments; 3 aborted (a server did not start, was not the MPM it
+//! should be, or crashed); 128+n on signal n, after stopping every server it started.
+
+use rworker_ab::error::Context;
+use rworker_ab::options::Options;
+use rworker_ab::plan::{mmss, Plan};
+use rworker_ab::{chart, report, server, shutdown, Error, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+/// The workspace root (this crate's parent directory).
+fn workspace() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+fn default_so() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    target.join("release/libmod_mpm_rworker.so")
+}
+
+fn build_rworker() -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("rworker-ab: {cargo} build --release -p rworker");
+    let st = Command::new(&cargo)
+        .args(["build", "--release", "-p", "rworker"])
+        .current_dir(workspace())
+        .stdin(Stdio::null())
+        .status()
+        .context(|| format!("run {cargo} build --release -p rworker"))?;
+    if !st.success() {
+        return Err(Error(format!("cargo build --release -p rworker: {st}")));
+    }
+    Ok(())
+}
+
+fn sh(cmd: &str) -> String {
+    Command::new("sh")
+        .args(["-c", cmd])
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| {
+            let mut s = String::from_utf8_lossy(&o.stdout).to_string();
+            s.push_str(&String::from_utf8_lossy(&o.stderr));
+            s.trim().to_string()
+        })
+        .unwrap_or_default()
+}
+
+fn machine_info() -> String {
+    [
+        ("date", "date -u '+%Y-%m-%d %H:%M UTC'"),
+        ("nproc", "nproc"),
+        ("lscpu | grep 'Model name'", "lscpu | grep 'Model name'"),
+        ("uname -srm", "uname -srm"),
+        ("apache2 -v", "/usr/sbin/apache2 -v | head -1"),
+        ("wrk -v", "wrk -v 2>&1 | head -1"),
+    ]
+    .iter()
+    .map(|(label, cmd)| format!("$ {label}\n{}", sh(cmd)))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+    let p = dir.join(name);
+    std::fs::write(&p, text).context(|| format!("write {}", p.display()))?;
+    Ok(p)
+}
+
+fn run(opts: Options) -> Result<bool> {
+    for tool in [server::APACHE2] {
+        if !Path::new(tool).is_file() {
+            return Err(Error(format!("{tool} not found: apt-get install apache2")));
+        }
+    }
+    if sh("command -v wrk").is_empty() {
+        return Err(Error("wrk not found: apt-get install wrk".into()));
+    }
+    let needs_rworker = opts.mpms.iter().any(|k| k.is_rworker());
+    if needs_rworker && !opts.no_build && opts.rworker_so.is_none() {
+        build_rworker()?;
+    }
+    let so = opts.rworker_so.clone().unwrap_or_else(default_so);
+    std::fs::create_dir_all(&opts.out).context(|| format!("create {}", opts.out.display()))?;
+    let machine = machine_info();
+    let plan = Plan::new(opts);
+    eprintln!(
+        "rworker-ab: {} runs ({} cells × {} MPMs × {} reps, {} s each), about {} in all",
+        plan.total_runs(),
+        plan.cells.len(),
+        plan.opts.mpms.len(),
+        plan.opts.reps,
+        plan.opts.duration,
+        mmss(plan.estimated_secs())
+    );
+    let outcome = plan.run(&so, |line| eprintln!("{line}"))?;
+    let table = report::summarise(&outcome.samples);
+    let md = report::markdown(&plan, &outcome, &machine);
+    let out = &plan.opts.out;
+    let title = format!(
+        "{}\n{}, {} CPUs, {}",
+        plan.opts.command_line,
+        sh("date -u '+%Y-%m-%d %H:%M UTC'"),
+        sh("nproc"),
+        sh("lscpu | grep 'Model name' | sed 's/.*: *//'")
+    );
+    write(out, "results.csv", &report::samples_csv(&outcome.samples))?;
+    write(out, "summary.csv", &report::summary_csv(&table))?;
+    write(out, "chart.svg", &chart::svg(&table, &title))?;
+    let md_path = write(out, "results.md", &md)?;
+    println!("{md}");
+    eprintln!(
+        "rworker-ab: done in {}; wrote {} and results.csv, summary.csv, chart.svg next to it",
+        mmss(outcome.elapsed_s),
+        md_path.display()
+    );
+    if !outcome.failures.is_empty() {
+        eprintln!(
+            "rworker-ab: FAILED: {} run(s) had errors:",
+            outcome.failures.len()
+        );
+        for f in &outcome.failures {
+            eprintln!("  {f}");
+        }
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match Options::parse(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("rworker-ab: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = shutdown::install(|s| {
+        // Once stopped cleanly, the private ServerRoot (ours: rworker-ab-*) goes too.
+        if !server::stop_server(s) {
+            if let Some(root) = s.conf.parent() {
+                let ours = root
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("rworker-ab-"));
+                if ours {
+                    let _ = std::fs::remove_dir_all(root);
+                }
+            }
+        }
+    }) {
+        eprintln!("rworker-ab: cannot install the signal handler: {e}");
+        return ExitCode::from(3);
+    }
+    match run(opts) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("rworker-ab: ABORTED: {e}");
+            ExitCode::from(3)
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Command-line options: which MPMs, cells and repetitions to run, and for how long.
+
+use crate::bail;
+use crate::error::{Error, Result};
+use crate::mpm::MpmKind;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// How each client connection is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConnMode {
+    /// Keep-alive: each wrk connection sends request after request.
+    KeepAlive,
+    /// `Connection: close`: one request per connection (accept-heavy, what the queue sees most).
+    Close,
+}
+
+impl ConnMode {
+    /// The name used on the command line and in the outputs.
+    pub fn label(self) -> &'static str {
+        match self {
+            ConnMode::KeepAlive => "keepalive",
+            ConnMode::Close => "close",
+        }
+    }
+}
+
+impl FromStr for ConnMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "keepalive" | "ka" | "k" => Ok(ConnMode::KeepAlive),
+            "close" => Ok(ConnMode::Close),
+            other => Err(Error(format!(
+                "unknown connection mode {other:?}: expected keepalive or close"
+            ))),
+        }
+    }
+}
+
+/// Everything a run of the matrix needs to know. [`Options::parse`] builds it from argv.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The MPMs to compare, in the order of the first repetition.
+    pub mpms: Vec<MpmKind>,
+    /// Payload file sizes in bytes (one static file each).
+    pub sizes: Vec<u64>,
+    /// Concurrent client connections.
+    pub clients: Vec<u32>,
+    /// Connection modes.
+    pub modes: Vec<ConnMode>,
+    /// Seconds of load per run (one cell, one repetition, one MPM).
+    pub duration: u32,
+    /// Seconds of warm-up load after each server start (0: none).
+    pub warmup: u32,
+    /// Repetitions of the whole set, interleaved across MPMs.
+    pub reps: u32,
+    /// wrk threads (`-t`); capped at the smallest client count.
+    pub threads: u32,
+    /// Where results.md, results.csv, summary.csv and chart.svg go.
+    pub out: PathBuf,
+    /// Skip `cargo build --release -p rworker`.
+    pub no_build: bool,
+    /// rworker's module; default target/release/libmod_mpm_rworker.so.
+    pub rworker_so: Option<PathBuf>,
+    /// Request this path instead of the payload file (for checking the harness fails loudly).
+    pub path: Option<String>,
+    /// The set was chosen with `--quick`.
+    pub quick: bool,
+    /// The command line, as given, for the report.
+    pub command_line: String,
+}
+
+/// Usage text for `--help` and argument errors.
+pub const USAGE: &str = "\
+usage: cargo run --release -p rworker-ab -- [options]
+
+Runs the same site, config and load against each MPM in turn and prints the comparison.
+Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg to --out.
+
+  --quick              small set (<5 min): --duration 2 --reps 2 --sizes 1,102400 --clients 50,100
+  --duration S         seconds of load per run (default 5)
+  --warmup S           seconds of warm-up after each server start (default 2; quick 1)
+  --reps N             repetitions, interleaved across MPMs (default 3)
+  --mpms LIST          worker,event,rworker-apr,rworker (default all four)
+  --sizes LIST         payload sizes in bytes (default 1,4096,102400)
+  --clients LIST       concurrent connections (default 50,100,400)
+  --modes LIST         keepalive,close (default both)
+  --threads N          wrk threads (default: number of CPUs)
+  --out DIR            output directory (default bench/ab)
+  --no-build           do not run cargo build --release -p rworker first
+  --rworker-so PATH    rworker module (default target/release/libmod_mpm_rworker.so)
+  --path URLPATH       request URLPATH instead of the payload file (harness self-check)
+";
+
+fn list<T: FromStr>(flag: &str, v: &str) -> Result<Vec<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    let mut out = Vec::new();
+    for item in v.split(',').filter(|s| !s.trim().is_empty()) {
+        match item.trim().parse() {
+            Ok(x) => out.push(x),
+            Err(e) => bail!("{flag} {v:?}: {item:?}: {e}"),
+        }
+    }
+    if out.is_empty() {
+        bail!("{flag} needs at least one value");
+    }
+    Ok(out)
+}
+
+fn number<T: FromStr>(flag: &str, v: &str) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    v.trim()
+        .parse()
+        .map_err(|e| Error(format!("{flag} {v:?}: {e}")))
+}
+
+impl Options {
+    /// Parses the arguments after the program name. `Err` carries the message to print
+    /// (with [`USAGE`] for `--help`).
+    pub fn parse(args: &[String]) -> Result<Options> {
+        let quick = args.iter().any(|a| a == "--quick");
+        let ncpu = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+        let mut o = Options {
+            mpms: MpmKind::ALL.to_vec(),
+            sizes: if quick {
+                vec![1, 102400]
+            } else {
+                vec![1, 4096, 102400]
+            },
+            clients: if quick {
+                vec![50, 100]
+            } else {
+                vec![50, 100, 400]
+            },
+            modes: vec![ConnMode::KeepAlive, ConnMode::Close],
+            duration: if quick { 2 } else { 5 },
+            warmup: if quick { 1 } else { 2 },
+            reps: if quick { 2 } else { 3 },
+            threads: ncpu,
+            out: PathBuf::from("bench/ab"),
+            no_build: false,
+            rworker_so: None,
+            path: None,
+            quick,
+            command_line: std::iter::once("rworker-ab".to_string())
+                .chain(args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            let flag = flag.as_str();
+            let mut value = || {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| Error(format!("{flag} needs a value\n\n{USAGE}")))
+            };
+            match flag {
+                "--quick" => {}
+                "--help" | "-h" => bail!("{USAGE}"),
+                "--duration" => o.duration = number(flag, &value()?)?,
+                "--warmup" => o.warmup = number(flag, &value()?)?,
+                "--reps" => o.reps = number(flag, &value()?)?,
+                "--threads" => o.threads = number(flag, &value()?)?,
+                "--mpms" => o.mpms = list(flag, &value()?)?,
+                "--sizes" => o.sizes = list(flag, &value()?)?,
+                "--clients" => o.clients = list(flag, &value()?)?,
+                "--modes" => o.modes = list(flag, &value()?)?,
+                "--out" => o.out = PathBuf::from(value()?),
+                "--no-build" => o.no_build = true,
+                "--rworker-so" => o.rworker_so = Some(PathBuf::from(value()?)),
+                "--path" => {
+                    let p = value()?;
+                    if !p.starts_with('/') {
+                        bail!("--path {p:?}: must start with /");
+                    }
+                    o.path = Some(p);
+                }
+                other => bail!("unknown option {other:?}\n\n{USAGE}"),
+            }
+        }
+        o.validate()?;
+        Ok(o)
+    }
+
+    fn validate(&mut self) -> Result<()> {
+        if !(1..=3600).contains(&self.duration) {
+            bail!(
+                "--duration {}: must be 1 to 3600 whole seconds",
+                self.duration
+            );
+        }
+        if self.warmup > 600 {
+            bail!(
+                "--warmup {}: must be between 0 and 600 seconds",
+                self.warmup
+            );
+        }
+        if self.reps == 0 {
+            bail!("--reps must be at least 1");
+        }
+        if let Some(&c) = self.clients.iter().find(|&&c| c == 0 || c > 10000) {
+            bail!("--clients {c}: must be between 1 and 10000");
+        }
+        if let Some(&s) = self.sizes.iter().find(|&&s| s == 0 || s > 1 << 30) {
+            bail!("--sizes {s}: must be between 1 byte and 1 GiB");
+        }
+        if self.threads == 0 {
+            bail!("--threads must be at least 1");
+        }
+        // Repeated values would only duplicate cells.
+        self.mpms.dedup();
+        self.sizes.dedup();
+        self.clients.dedup();
+        self.modes.dedup();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn defaults_are_the_full_matrix() {
+        let o = Options::parse(&[]).expect("defaults parse");
+        assert_eq!(o.mpms.len(), 4);
+        assert_eq!(o.sizes, vec![1, 4096, 102400]);
+        assert_eq!(o.clients, vec![50, 100, 400]);
+        assert_eq!(o.reps, 3);
+    }
+
+    #[test]
+    fn quick_can_be_overridden() {
+        let o = Options::parse(&args("--quick --reps 1 --mpms worker,rworker")).expect("parse");
+        assert_eq!(o.reps, 1);
+        assert_eq!(o.duration, 2);
+        assert_eq!(o.mpms, vec![MpmKind::Worker, MpmKind::Rworker]);
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        for bad in [
+            "--mpms prefork",
+            "--sizes 1,x",
+            "--duration",
+            "--duration 0.2",
+            "--duration 0",
+            "--clients 0",
+            "--bogus",
+            "--path nope",
+            "--modes sometimes",
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! From samples to what a person reads: medians and ranges per cell and MPM, the
+//! rworker / stock-worker and rworker / rworker-apr ratios, a Markdown table and CSVs.
+
+use crate::mpm::MpmKind;
+use crate::plan::{Cell, Outcome, Plan, Sample};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Median, minimum and maximum of a set of runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stat {
+    /// Median (mean of the middle two for an even count).
+    pub median: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Stat {
+    /// `None` for an empty set; NaNs are left out.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Stat> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| !x.is_nan()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Stat {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+}
+
+/// The runs of one MPM in one cell, summarised.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// Runs summarised.
+    pub n: usize,
+    /// Requests per second.
+    pub rps: Stat,
+    /// p50 latency, µs.
+    pub p50_us: Stat,
+    /// p99 latency, µs.
+    pub p99_us: Stat,
+    /// httpd CPU µs per request.
+    pub cpu_us: Stat,
+    /// httpd CPU, % of one core.
+    pub cpu_pct: Stat,
+    /// httpd voluntary context switches per request.
+    pub vcsw: Stat,
+    /// wrk CPU µs per request.
+    pub client_cpu_us: Stat,
+    /// Non-2xx responses plus socket errors, all runs together.
+    pub errors: u64,
+    /// Child processes that came or went during runs, all runs together.
+    pub churn: usize,
+}
+
+/// Summaries keyed by cell, then MPM.
+pub type Table = BTreeMap<Cell, BTreeMap<MpmKind, Summary>>;
+
+/// Groups the samples by cell and MPM and summarises each group.
+pub fn summarise(samples: &[Sample]) -> Table {
+    let mut groups: BTreeMap<Cell, BTreeMap<MpmKind, Vec<&Sample>>> = BTreeMap::new();
+    for s in samples {
+        groups
+            .entry(s.cell)
+            .or_default()
+            .entry(s.mpm)
+            .or_default()
+            .push(s);
+    }
+    let mut t = Table::new();
+    for (cell, by_mpm) in groups {
+        for (mpm, runs) in by_mpm {
+            let stat = |f: &dyn Fn(&Sample) -> f64| {
+                Stat::of(runs.iter().map(|s| f(s))).unwrap_or(Stat {
+                    median: f64::NAN,
+                    min: f64::NAN,
+                    max: f64::NAN,
+                })
+            };
+            let summary = Summary {
+                n: runs.len(),
+                rps: stat(&|s| s.wrk.rps),
+                p50_us: stat(&|s| s.wrk.p50_us),
+                p99_us: stat(&|s| s.wrk.p99_us),
+                cpu_us: stat(&|s| s.cpu_us_per_req()),
+                cpu_pct: stat(&|s| s.httpd_cpu_pct()),
+                vcsw: stat(&|s| s.vcsw_per_req()),
+                client_cpu_us: stat(&|s| s.client_cpu_us_per_req()),
+                errors: runs
+                    .iter()
+                    .map(|s| s.wrk.non_2xx + s.wrk.socket_error_total())
+                    .sum(),
+                churn: runs.iter().map(|s| s.churn).sum(),
+            };
+            t.entry(cell).or_default().insert(mpm, summary);
+        }
+    }
+    t
+}
+
+/// Ratio of medians `a / b` of one metric, if both MPMs ran in the cell.
+pub fn ratio(
+    row: &BTreeMap<MpmKind, Summary>,
+    a: MpmKind,
+    b: MpmKind,
+    metric: fn(&Summary) -> Stat,
+) -> Option<f64> {
+    let (x, y) = (metric(row.get(&a)?).median, metric(row.get(&b)?).median);
+    (y > 0.0 && x.is_finite()).then(|| x / y)
+}
+
+fn size_label(size: u64) -> String {
+    match size {
+        s if s >= 1024 && s % 1024 == 0 => format!("{} KiB", s / 1024),
+        s => format!("{s} B"),
+    }
+}
+
+/// Short human label of a cell: `keepalive 4 KiB c=50`.
+pub fn cell_label(c: &Cell) -> String {
+    format!("{} {} c={}", c.mode.label(), size_label(c.size), c.clients)
+}
+
+fn f(x: f64, decimals: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.decimals$}")
+    } else {
+        "–".into()
+    }
+}
+
+fn range(s: &Stat, decimals: usize) -> String {
+    format!(
+        "{} ({}–{})",
+        f(s.median, decimals),
+        f(s.min, decimals),
+        f(s.max, decimals)
+    )
+}
+
+fn ratio_cell(r: Option<f64>, higher_is_better: bool) -> String {
+    match r {
+        Some(r) => {
+            let miss = if higher_is_better { r < 1.0 } else { r > 1.0 };
+            format!("{}{r:.2}x", if miss { "**" } else { "" }) + if miss { "**" } else { "" }
+        }
+        None => "–".into(),
+    }
+}
+
+/// The Markdown report: header, the rworker-vs-reference ratio table, the full table, and
+/// every failure, warning and verification line.
+pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
+    let o = &plan.opts;
+    let table = summarise(&out.samples);
+    let mut m = String::new();
+    let _ = writeln!(m, "# rworker A/B benchmark\n");
+    let _ = writeln!(m, "Command (from the repository root):\n\n```sh\ncargo run --release -p rworker-ab -- {}\n```\n",
+        o.command_line.strip_prefix("rworker-ab").unwrap_or(&o.command_line).trim());
+    let _ = writeln!(m, "Machine:\n\n```\n{}\n```\n", machine.trim());
+    let host_busy = Stat::of(out.samples.iter().map(|s| s.host_busy_pct));
+    let load = Stat::of(out.samples.iter().map(|s| s.load1));
+    let _ = writeln!(
+        m,
+        "{} runs of {} s each ({} repetitions, MPM order rotated each repetition), wrk -t{} \
+         --latency, {} s warm-up per server start; {} in all. Host CPU busy during runs: median \
+         {}% ({}–{}%), 1-min load average {} ({}–{}): other jobs share this machine, which is \
+         what the interleaving and medians are for.\n",
+        out.samples.len(),
+        o.duration,
+        o.reps,
+        o.threads,
+        o.warmup,
+        crate::plan::mmss(out.elapsed_s),
+        host_busy.map_or("–".into(), |s| f(s.median, 0)),
+        host_busy.map_or("–".into(), |s| f(s.min, 0)),
+        host_busy.map_or("–".into(), |s| f(s.max, 0)),
+        load.map_or("–".into(), |s| f(s.median, 1)),
+        load.map_or("–".into(), |s| f(s.min, 1)),
+        load.map_or("–".into(), |s| f(s.max, 1)),
+    );
+    let _ = writeln!(
+        m,
+        "Config: `apache-conf/ab/` (identical but for the MPM's LoadModule line): 10 children × \
+         50 threads fixed (StartServers 10, MaxRequestWorkers 500, spare limits that neither \
+         fork nor retire), KeepAlive On (100 requests, 5 s), no access log, 127.0.0.1 only. \
+         `close` = wrk with `Connection: close` (one request per connection).\n"
+    );
+    let (w, r, a) = (MpmKind::Worker, MpmKind::Rworker, MpmKind::RworkerApr);
+    let rps = |s: &Summary| s.rps;
+    let cpu = |s: &Summary| s.cpu_us;
+    let _ = writeln!(
+        m,
+        "## rworker against the stock worker (ratios of medians)\n"
+    );
+    let _ = writeln!(m, "Target: req/s ratio ≥ 1.00 and CPU-µs/request ratio ≤ 1.00; **bold** = target missed in that cell.\n");
+    let _ = writeln!(m, "| cell | worker req/s | rworker req/s | rworker/worker req/s | worker CPU µs/req | rworker CPU µs/req | rworker/worker CPU/req | rworker/rworker-apr req/s | rworker/rworker-apr CPU/req |");
+    let _ = writeln!(m, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut missed = Vec::new();
+    for (cell, row) in &table {
+        let med = |k: MpmKind, g: fn(&Summary) -> Stat, d| {
+            row.get(&k).map_or("–".into(), |s| f(g(s).median, d))
+        };
+        let rr = ratio(row, r, w, rps);
+        let rc = ratio(row, r, w, cpu);
+        if rr.is_some_and(|x| x < 1.0) || rc.is_some_and(|x| x > 1.0) {
+            missed.push(cell_label(cell));
+        }
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell_label(cell),
+            med(w, rps, 0),
+            med(r, rps, 0),
+            ratio_cell(rr, true),
+            med(w, cpu, 1),
+            med(r, cpu, 1),
+            ratio_cell(rc, false),
+            ratio_cell(ratio(row, r, a, rps), true),
+            ratio_cell(ratio(row, r, a, cpu), false),
+        );
+    }
+    if o.mpms.contains(&w) && o.mpms.contains(&r) {
+        if missed.is_empty() {
+            let _ = writeln!(m, "\nTarget met in every cell.\n");
+        } else {
+            let _ = writeln!(
+                m,
+                "\nTarget missed in {} of {} cells: {}.\n",
+                missed.len(),
+                table.len(),
+                missed.join("; ")
+            );
+        }
+    }
+    let _ = writeln!(m, "## All MPMs: median (min–max) over repetitions\n");
+    let _ = writeln!(m, "| cell | MPM | req/s | p50 ms | p99 ms | httpd CPU µs/req | httpd %CPU | httpd vol. ctx sw/req | wrk CPU µs/req | errors | child churn |");
+    let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (cell, row) in &table {
+        for (mpm, s) in row {
+            let ms = |st: Stat| Stat {
+                median: st.median / 1e3,
+                min: st.min / 1e3,
+                max: st.max / 1e3,
+            };
+            let _ = writeln!(
+                m,
+                "| {} | {mpm} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                cell_label(cell),
+                range(&s.rps, 0),
+                f(ms(s.p50_us).median, 2),
+                f(ms(s.p99_us).median, 2),
+                range(&s.cpu_us, 1),
+                f(s.cpu_pct.median, 0),
+                f(s.vcsw.median, 2),
+                f(s.client_cpu_us.median, 1),
+                s.errors,
+                s.churn,
+            );
+        }
+    }
+    let _ = writeln!(m, "\nhttpd CPU = utime+stime of the parent and every child from /proc/<pid>/stat (plus the parent's cutime+cstime for reaped children), before/after each run; context switches = voluntary_ctxt_switches over /proc/<pid>/task/*/status; wrk CPU from wait4(2) rusage. Per-run values are in results.csv, medians in summary.csv, chart.svg plots req/s and CPU µs/request.\n");
+    let _ = writeln!(m, "## Failures\n");
+    if out.failures.is_empty() {
+        let _ = writeln!(m, "None: no non-2xx response, no socket error, no crash.\n");
+    } else {
+        for l in &out.failures {
+            let _ = writeln!(m, "- {l}");
+        }
+        m.push('\n');
+    }
+    let _ = writeln!(m, "## Error-log warnings\n");
+    if out.warnings.is_empty() {
+        let _ = writeln!(m, "None.\n");
+    } else {
+        let _ = writeln!(m, "```");
+        for l in &out.warnings {
+            let _ = writeln!(m, "{l}");
+        }
+        let _ = writeln!(m, "```\n");
+    }
+    let _ = writeln!(m, "## Servers started and what was verified\n\n```");
+    for l in &out.verified {
+        let _ = writeln!(m, "{l}");
+    }
+    let _ = writeln!(m, "```");
+    m
+}
+
+/// One CSV row per run.
+pub fn samples_csv(samples: &[Sample]) -> String {
+    let mut c = String::from(
+        "mpm,mode,size_bytes,clients,rep,requests,req_per_s,p50_us,p99_us,non_2xx,sock_connect,sock_read,sock_write,sock_timeout,wall_s,httpd_cpu_s,httpd_cpu_us_per_req,httpd_cpu_pct,vcsw,nvcsw,vcsw_per_req,wrk_cpu_s,wrk_cpu_us_per_req,child_churn,host_busy_pct,load1,failure\n",
+    );
+    for s in samples {
+        let e = s.wrk.socket_errors;
+        let _ = writeln!(
+            c,
+            "{},{},{},{},{},{},{:.2},{:.1},{:.1},{},{},{},{},{},{:.3},{:.3},{:.2},{:.1},{},{},{:.3},{:.3},{:.2},{},{:.1},{:.2},{}",
+            s.mpm,
+            s.cell.mode.label(),
+            s.cell.size,
+            s.cell.clients,
+            s.rep,
+            s.wrk.requests,
+            s.wrk.rps,
+            s.wrk.p50_us,
+            s.wrk.p99_us,
+            s.wrk.non_2xx,
+            e[0],
+            e[1],
+            e[2],
+            e[3],
+            s.wall_s,
+            s.httpd_cpu_s,
+            s.cpu_us_per_req(),
+            s.httpd_cpu_pct(),
+            s.vcsw,
+            s.nvcsw,
+            s.vcsw_per_req(),
+            s.wrk.client_cpu_s,
+            s.client_cpu_us_per_req(),
+            s.churn,
+            s.host_busy_pct,
+            s.load1,
+            s.failure.as_deref().unwrap_or("").replace([',', '\n'], ";"),
+        );
+    }
+    c
+}
+
+/// One CSV row per cell and MPM: medians, ranges and the ratios to the stock worker.
+pub fn summary_csv(table: &Table) -> String {
+    let mut c = String::from(
+        "mode,size_bytes,clients,mpm,runs,req_per_s_median,req_per_s_min,req_per_s_max,p50_us_median,p99_us_median,cpu_us_per_req_median,cpu_us_per_req_min,cpu_us_per_req_max,httpd_cpu_pct_median,vcsw_per_req_median,wrk_cpu_us_per_req_median,errors,child_churn,req_per_s_vs_worker,cpu_per_req_vs_worker\n",
+    );
+    for (cell, row) in table {
+        for (mpm, s) in row {
+            let opt = |r: Option<f64>| r.map_or(String::new(), |r| format!("{r:.3}"));
+            let _ = writeln!(
+                c,
+                "{},{},{},{},{},{:.2},{:.2},{:.2},{:.1},{:.1},{:.2},{:.2},{:.2},{:.1},{:.3},{:.2},{},{},{},{}",
+                cell.mode.label(),
+                cell.size,
+                cell.clients,
+                mpm,
+                s.n,
+                s.rps.median,
+                s.rps.min,
+                s.rps.max,
+                s.p50_us.median,
+                s.p99_us.median,
+                s.cpu_us.median,
+                s.cpu_us.min,
+                s.cpu_us.max,
+                s.cpu_pct.median,
+                s.vcsw.median,
+                s.client_cpu_us.median,
+                s.errors,
+                s.churn,
+                opt(ratio(row, *mpm, MpmKind::Worker, |s| s.rps)),
+                opt(ratio(row, *mpm, MpmKind::Worker, |s| s.cpu_us)),
+            );
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_min_max() {
+        let s = Stat::of([3.0, 1.0, 2.0]).expect("non-empty");
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        let s = Stat::of([4.0, 1.0, 2.0, f64::NAN, 3.0]).expect("non-empty");
+        assert_eq!(s.median, 2.5);
+        assert!(Stat::of([]).is_none());
+    }
+}

@@ -1,0 +1,459 @@
+//! One private httpd for one MPM: ServerRoot in a temp dir, config from `apache-conf/ab/`,
+//! started and stopped only through `apache2 -f <its conf> -k start|stop` and its own pidfile.
+
+use crate::bail;
+use crate::error::{Context, Result};
+use crate::mpm::{MpmKind, COMMON_TEMPLATE};
+use crate::procstat;
+use crate::shutdown::{Registry, ServerRef};
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// Debian's httpd binary.
+pub const APACHE2: &str = "/usr/sbin/apache2";
+
+/// Name of the payload file of `size` bytes in the DocumentRoot.
+pub fn payload_path(size: u64) -> String {
+    format!("/{size}.bin")
+}
+
+/// A running (or just stopped) httpd started by the harness.
+#[derive(Debug)]
+pub struct Server {
+    /// The config it was started with.
+    pub kind: MpmKind,
+    /// Private ServerRoot (removed after a clean stop).
+    pub root: PathBuf,
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The parent's pid, from the pidfile.
+    pub parent: i32,
+    /// Bytes of the error log already checked by [`Server::check_log`].
+    log_checked: u64,
+    stopped: bool,
+}
+
+/// A free port on 127.0.0.1 (may be taken again before httpd binds it; start retries).
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").context(|| "bind 127.0.0.1:0 to find a free port")?;
+    Ok(l.local_addr().context(|| "local_addr")?.port())
+}
+
+fn make_root(kind: MpmKind) -> Result<PathBuf> {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let base = std::env::temp_dir();
+    for _ in 0..100 {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!(
+            "rworker-ab-{}-{n}-{}",
+            std::process::id(),
+            kind.label()
+        ));
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => bail!("create ServerRoot {}: {e}", dir.display()),
+        }
+    }
+    bail!("could not create a ServerRoot under {}", base.display())
+}
+
+/// Fills a template's placeholders.
+fn fill(template: &str, root: &Path, port: u16, so: &Path) -> String {
+    template
+        .replace("@ROOT@", &root.display().to_string())
+        .replace("@PORT@", &port.to_string())
+        .replace("@RWORKER_SO@", &so.display().to_string())
+}
+
+/// Is this error-log line a crash? A child killed by a signal (AH00052 "exit signal"), a
+/// segfault, a Rust panic, or anything at crit/alert/emerg.
+pub fn is_crash_line(line: &str) -> bool {
+    [
+        "exit signal",
+        "Segmentation fault",
+        "segfault",
+        "panicked at",
+        ":crit]",
+        ":alert]",
+        ":emerg]",
+    ]
+    .iter()
+    .any(|p| line.contains(p))
+}
+
+/// Is this error-log line worth showing (warn or error), though not a crash?
+pub fn is_warning_line(line: &str) -> bool {
+    line.contains(":warn]") || line.contains(":error]")
+}
+
+/// `GET path` over HTTP/1.0 on 127.0.0.1:port: `(status, body)`.
+pub fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .context(|| "set_read_timeout")?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .context(|| format!("send GET {path} to {addr}"))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)
+        .context(|| format!("read response to GET {path} from {addr}"))?;
+    let text = String::from_utf8_lossy(&buf);
+    let status = text
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok());
+    let Some(status) = status else {
+        bail!(
+            "GET {path} on {addr}: no HTTP status line in {:?}",
+            text.chars().take(200).collect::<String>()
+        );
+    };
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    Ok((status, body))
+}
+
+fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if ok() {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+fn apache2(conf: &Path, args: &[&str]) -> Result<std::process::Output> {
+    Command::new(APACHE2)
+        .arg("-f")
+        .arg(conf)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context(|| format!("run {APACHE2} -f {} {}", conf.display(), args.join(" ")))
+}
+
+fn read_pidfile(pidfile: &Path) -> Option<i32> {
+    fs::read_to_string(pidfile).ok()?.trim().parse().ok()
+}
+
+/// Stops one server by its own pidfile: `apache2 -f conf -k stop`, waits up to 15 s for the
+/// parent and its children to exit, and as a last resort SIGKILLs exactly those pids.
+/// Returns whether it had to SIGKILL.
+pub fn stop_server(s: &ServerRef) -> bool {
+    let Some(parent) = read_pidfile(&s.pidfile) else {
+        return false; // never started, or already stopped
+    };
+    let children = procstat::children_of(parent);
+    let _ = apache2(&s.conf, &["-k", "stop"]);
+    let gone = || !procstat::alive(parent) && children.iter().all(|&c| !procstat::alive(c));
+    if wait_until(Duration::from_secs(15), gone) {
+        return false;
+    }
+    for pid in children.iter().copied().chain([parent]) {
+        if procstat::alive(pid) {
+            // SAFETY: kill(2) of a pid we read from this server's own pidfile / its children.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    true
+}
+
+impl Server {
+    /// Writes a private ServerRoot for `kind` (config, payload files of `sizes` bytes) and
+    /// starts it with `apache2 -k start`; waits until the pidfile's parent runs and the port
+    /// answers. Does not check what MPM it runs: see [`Server::verify`].
+    pub fn launch(kind: MpmKind, sizes: &[u64], rworker_so: &Path) -> Result<Server> {
+        if kind.is_rworker() && !rworker_so.is_file() {
+            bail!(
+                "rworker module {} not found: build it with cargo build --release -p rworker \
+                 (or pass --rworker-so)",
+                rworker_so.display()
+            );
+        }
+        let root = make_root(kind)?;
+        let mut server = Server {
+            kind,
+            root: root.clone(),
+            port: 0,
+            parent: 0,
+            log_checked: 0,
+            stopped: true,
+        };
+        for sub in ["run", "logs", "htdocs"] {
+            fs::create_dir_all(root.join(sub))
+                .context(|| format!("mkdir {}/{sub}", root.display()))?;
+        }
+        // www-data must traverse the root and read the DocumentRoot.
+        for sub in ["", "htdocs"] {
+            let p = root.join(sub);
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o755))
+                .context(|| format!("chmod 755 {}", p.display()))?;
+        }
+        for &size in sizes {
+            let bytes: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
+            let p = root.join("htdocs").join(format!("{size}.bin"));
+            fs::write(&p, bytes).context(|| format!("write {}", p.display()))?;
+        }
+        fs::write(root.join("htdocs/index.html"), "rworker-ab\n").context(|| "write index.html")?;
+
+        let mut last = String::new();
+        for _attempt in 0..3 {
+            server.port = free_port()?;
+            fs::write(
+                root.join("common.conf"),
+                fill(COMMON_TEMPLATE, &root, server.port, rworker_so),
+            )
+            .context(|| "write common.conf")?;
+            fs::write(
+                server.conf(),
+                fill(kind.template(), &root, server.port, rworker_so),
+            )
+            .context(|| "write httpd.conf")?;
+            let _ = fs::write(server.error_log(), "");
+            let Some(mut reg) = Registry::begin_start() else {
+                bail!("interrupted: not starting {kind}");
+            };
+            reg.add(server.server_ref());
+            server.stopped = false;
+            let out = apache2(&server.conf(), &["-k", "start"])?;
+            let pidfile = server.pidfile();
+            let port = server.port;
+            // Listeners are open before the parent writes its pidfile: wait for both.
+            let up = out.status.success()
+                && wait_until(Duration::from_secs(15), || {
+                    read_pidfile(&pidfile).is_some_and(procstat::alive)
+                        && TcpStream::connect(("127.0.0.1", port)).is_ok()
+                });
+            drop(reg);
+            if up {
+                server.parent = read_pidfile(&pidfile).unwrap_or(0);
+                return Ok(server);
+            }
+            let log = fs::read_to_string(server.error_log()).unwrap_or_default();
+            last = format!(
+                "apache2 -f {} -k start: {}\nstderr: {}\nerror log:\n{log}",
+                server.conf().display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            server.stop_quietly();
+            if !(last.contains("Address already in use")) {
+                break;
+            }
+        }
+        bail!(
+            "{kind}: server did not start (ServerRoot kept: {})\n{last}",
+            root.display()
+        )
+    }
+
+    /// [`Server::launch`] then [`Server::verify`]; on a failed check the server is stopped.
+    pub fn start(kind: MpmKind, sizes: &[u64], rworker_so: &Path) -> Result<(Server, String)> {
+        let mut s = Server::launch(kind, sizes, rworker_so)?;
+        match s.verify(kind) {
+            Ok(what) => Ok((s, what)),
+            Err(e) => {
+                s.stop_quietly();
+                Err(e)
+            }
+        }
+    }
+
+    /// Checks that the running server is `expect`: `server-status?auto` shows its
+    /// `ServerMPM`, and for rworker, the error log's AH00294 line names its queue kind.
+    /// Returns a one-line description of what was found.
+    pub fn verify(&self, expect: MpmKind) -> Result<String> {
+        let (status, body) = http_get(self.port, "/server-status?auto")?;
+        if status != 200 {
+            bail!(
+                "{expect}: GET /server-status?auto on port {} gave {status}",
+                self.port
+            );
+        }
+        let found = body
+            .lines()
+            .find_map(|l| l.strip_prefix("ServerMPM:"))
+            .map(str::trim)
+            .unwrap_or("(no ServerMPM line)");
+        if found != expect.server_mpm() {
+            bail!(
+                "expected MPM {expect} but server-status?auto says ServerMPM: {found} \
+                 (config {})",
+                self.conf().display()
+            );
+        }
+        let mut what = format!("ServerMPM: {found}");
+        if let Some(want) = expect.queue_log() {
+            // The AH00294 line is written once the parent is up; give it a moment.
+            let mut log = String::new();
+            wait_until(Duration::from_secs(5), || {
+                log = fs::read_to_string(self.error_log()).unwrap_or_default();
+                log.contains("AH00294")
+            });
+            let Some(line) = log.lines().find(|l| l.contains("AH00294")) else {
+                bail!(
+                    "{expect}: no AH00294 line in {} (LogLevel mpm_rworker:debug must be set):\n{log}",
+                    self.error_log().display()
+                );
+            };
+            if !line.contains(want) {
+                bail!("expected {expect} (\"{want}\") but the error log says:\n{line}");
+            }
+            what.push_str(&format!(", error log: \"{want}\""));
+        }
+        Ok(what)
+    }
+
+    /// Reads the error log written since the last call: `Err` on a crash line (see
+    /// [`is_crash_line`]), else the warn/error lines, which the caller reports.
+    pub fn check_log(&mut self) -> Result<Vec<String>> {
+        let text = fs::read(self.error_log())
+            .context(|| format!("read {}", self.error_log().display()))?;
+        let start = (self.log_checked as usize).min(text.len());
+        let new = String::from_utf8_lossy(&text[start..]).to_string();
+        self.log_checked = text.len() as u64;
+        let crashes: Vec<&str> = new.lines().filter(|l| is_crash_line(l)).collect();
+        if !crashes.is_empty() {
+            bail!(
+                "{}: CRASH in the error log ({}):\n{}",
+                self.kind,
+                self.error_log().display(),
+                crashes.join("\n")
+            );
+        }
+        Ok(new
+            .lines()
+            .filter(|l| is_warning_line(l))
+            .map(String::from)
+            .collect())
+    }
+
+    /// Stops the server by its pidfile and checks the error log one last time. Removes the
+    /// ServerRoot when everything was clean.
+    pub fn stop(mut self) -> Result<Vec<String>> {
+        let killed = self.stop_quietly();
+        let warnings = self.check_log();
+        if killed {
+            bail!(
+                "{}: apache2 -k stop did not end the server within 15 s; SIGKILLed it (ServerRoot kept: {})",
+                self.kind,
+                self.root.display()
+            );
+        }
+        let warnings = warnings?;
+        let _ = fs::remove_dir_all(&self.root);
+        Ok(warnings)
+    }
+
+    /// Stops without checking anything; returns whether it had to SIGKILL.
+    fn stop_quietly(&mut self) -> bool {
+        if self.stopped {
+            return false;
+        }
+        self.stopped = true;
+        let r = self.server_ref();
+        let killed = stop_server(&r);
+        Registry::remove(&r.conf);
+        killed
+    }
+
+    /// What the signal handler needs to stop this server.
+    pub fn server_ref(&self) -> ServerRef {
+        ServerRef {
+            conf: self.conf(),
+            pidfile: self.pidfile(),
+        }
+    }
+    /// Its httpd.conf.
+    pub fn conf(&self) -> PathBuf {
+        self.root.join("httpd.conf")
+    }
+    /// Its pidfile.
+    pub fn pidfile(&self) -> PathBuf {
+        self.root.join("run/httpd.pid")
+    }
+    /// Its error log.
+    pub fn error_log(&self) -> PathBuf {
+        self.root.join("logs/error.log")
+    }
+    /// `http://127.0.0.1:port<path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_quietly();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_lines_are_recognised() {
+        let crash = "[Sun Nov 30 01:00:00.000000 2025] [core:notice] [pid 12:tid 34] AH00052: \
+                     child pid 99 exit signal Segmentation fault (11)";
+        assert!(is_crash_line(crash));
+        assert!(is_crash_line(
+            "[mpm_rworker:crit] [pid 1] worker panicked at src/x.rs:1"
+        ));
+        let ok = "[mpm_worker:notice] [pid 1] AH00292: Apache/2.4 configured -- resuming";
+        assert!(!is_crash_line(ok));
+        assert!(!is_warning_line(ok));
+        assert!(is_warning_line(
+            "[mpm_worker:error] [pid 1] AH00286: server reached MaxRequestWorkers"
+        ));
+    }
+
+    #[test]
+    fn templates_differ_only_in_the_mpm_lines() {
+        let so = Path::new("/x/libmod_mpm_rworker.so");
+        let lines = |k: MpmKind| -> Vec<String> {
+            fill(k.template(), Path::new("/r"), 1, so)
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                .map(String::from)
+                .collect()
+        };
+        for k in MpmKind::ALL {
+            let l = lines(k);
+            assert_eq!(
+                l.last().map(String::as_str),
+                Some("Include /r/common.conf"),
+                "{k}"
+            );
+            assert!(
+                l[0].starts_with(&format!("LoadModule mpm_{}_module ", k.server_mpm())),
+                "{k}"
+            );
+            let extra: Vec<&String> = l[1..l.len() - 1].iter().collect();
+            match k {
+                MpmKind::RworkerApr => assert_eq!(extra, vec!["RWorkerQueue apr"]),
+                _ => assert!(extra.is_empty(), "{k}: {extra:?}"),
+            }
+        }
+        let common = fill(COMMON_TEMPLATE, Path::new("/r"), 1, so);
+        assert!(!common.contains('@'), "unfilled placeholder in common.conf");
+        assert!(!common.contains("CustomLog"), "access log must be off");
+        assert!(common.contains("Listen 127.0.0.1:1"));
+    }
+}

@@ -1,0 +1,256 @@
+//! The harness measures the MPM it claims to, and fails loudly when something is wrong.
+//!
+//! Needs root (httpd switches its children to www-data), `/usr/sbin/apache2`, `wrk`, and
+//! rworker's module: `RWORKER_SO`, else target/release, else target/debug
+//! (`cargo build --release` first).
+
+use rworker_ab::mpm::MpmKind;
+use rworker_ab::server::Server;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rworker-ab");
+
+fn rworker_so() -> PathBuf {
+    if let Ok(p) = std::env::var("RWORKER_SO") {
+        return PathBuf::from(p);
+    }
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ws.join("target"));
+    for profile in ["release", "debug"] {
+        let p = target.join(profile).join("libmod_mpm_rworker.so");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!(
+        "libmod_mpm_rworker.so not found under {}; build it first: cargo build --release -p rworker",
+        target.display()
+    );
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rworker-ab-test-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).expect("create output dir");
+    d
+}
+
+fn run_ab(args: &[&str], out: &Path) -> Output {
+    let so = rworker_so();
+    Command::new(BIN)
+        .args(["--no-build", "--rworker-so"])
+        .arg(&so)
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .output()
+        .expect("run rworker-ab")
+}
+
+/// The private ServerRoots the runner reported (`... (ServerRoot /tmp/rworker-ab-...); ...`).
+fn server_roots(all: &str) -> Vec<String> {
+    let mut roots: Vec<String> = all
+        .split("(ServerRoot ")
+        .skip(1)
+        .filter_map(|s| s.split(')').next())
+        .map(String::from)
+        .collect();
+    // Printed on stderr as progress and again in the report on stdout.
+    roots.sort();
+    roots.dedup();
+    roots
+}
+
+/// Live processes whose command line names `root` (httpd runs as `apache2 -f <root>/httpd.conf`).
+fn processes_naming(root: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in fs::read_dir("/proc").expect("read /proc").flatten() {
+        if let Ok(cmd) = fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(root) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn matrix_measures_the_mpm_it_claims() {
+    let out = out_dir("matrix");
+    let o = run_ab(
+        &[
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--reps",
+            "1",
+            "--sizes",
+            "1",
+            "--clients",
+            "10",
+            "--mpms",
+            "worker,rworker-apr,rworker",
+        ],
+        &out,
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "rworker-ab failed\n{all}");
+    // Each server was checked for what it is.
+    for want in [
+        "worker: started",
+        "verified ServerMPM: worker",
+        "verified ServerMPM: rworker, error log: \"rworker: Apr queue\"",
+        "verified ServerMPM: rworker, error log: \"rworker: Atomic queue\"",
+    ] {
+        assert!(all.contains(want), "missing {want:?}\n{all}");
+    }
+    // Every MPM × mode has a run with requests, httpd CPU and no errors.
+    let csv = fs::read_to_string(out.join("results.csv")).expect("results.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    assert_eq!(rows.len(), 3 * 2, "{csv}");
+    for mpm in ["worker", "rworker-apr", "rworker"] {
+        for mode in ["keepalive", "close"] {
+            let r = rows
+                .iter()
+                .find(|r| r[col("mpm")] == mpm && r[col("mode")] == mode)
+                .unwrap_or_else(|| panic!("no {mpm} {mode} row\n{csv}"));
+            let num = |c: &str| r[col(c)].parse::<f64>().unwrap_or(f64::NAN);
+            assert!(num("requests") > 0.0, "{mpm} {mode}: no requests\n{csv}");
+            assert!(
+                num("httpd_cpu_s") > 0.0,
+                "{mpm} {mode}: no httpd CPU measured\n{csv}"
+            );
+            assert!(
+                num("vcsw") > 0.0,
+                "{mpm} {mode}: no context switches measured\n{csv}"
+            );
+            assert!(
+                num("wrk_cpu_s") > 0.0,
+                "{mpm} {mode}: no client CPU measured\n{csv}"
+            );
+            assert_eq!(num("non_2xx"), 0.0);
+            assert_eq!(r[col("failure")], "");
+        }
+    }
+    let md = fs::read_to_string(out.join("results.md")).expect("results.md");
+    assert!(md.contains("rworker/worker req/s"), "{md}");
+    let svg = fs::read_to_string(out.join("chart.svg")).expect("chart.svg");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    // Every server it started is gone, and so is its ServerRoot.
+    let roots = server_roots(&all);
+    assert_eq!(roots.len(), 3, "{all}");
+    for root in &roots {
+        let left = processes_naming(root);
+        assert!(left.is_empty(), "server left running: {left:?}");
+        assert!(!Path::new(root).exists(), "ServerRoot {root} left behind");
+    }
+    let _ = fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_404_fails_loudly() {
+    let out = out_dir("404");
+    let o = run_ab(
+        &[
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--reps",
+            "1",
+            "--sizes",
+            "1",
+            "--clients",
+            "10",
+            "--modes",
+            "keepalive",
+            "--mpms",
+            "worker",
+            "--path",
+            "/no-such-file.bin",
+        ],
+        &out,
+    );
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "a 404 run must fail\n{all}");
+    assert!(all.contains("FAIL") && all.contains("non-2xx"), "{all}");
+    let md = fs::read_to_string(out.join("results.md")).expect("results.md is still written");
+    assert!(md.contains("non-2xx"), "{md}");
+    let _ = fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_arguments_exit_2_before_starting_anything() {
+    let out = out_dir("args");
+    let o = run_ab(&["--mpms", "prefork"], &out);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown MPM \"prefork\""));
+    let _ = fs::remove_dir_all(&out);
+}
+
+#[test]
+fn wrong_mpm_queue_kind_and_crash_lines_fail_loudly() {
+    let so = rworker_so();
+    // A stock worker presented as rworker.
+    let worker = Server::launch(MpmKind::Worker, &[1], &so).expect("start worker");
+    let e = worker
+        .verify(MpmKind::Rworker)
+        .expect_err("worker passed as rworker");
+    assert!(e.0.contains("ServerMPM: worker"), "{e}");
+    worker.verify(MpmKind::Worker).expect("worker is worker");
+    worker.stop().expect("clean stop");
+
+    // rworker with its atomic queue presented as rworker-apr; then a crash line in its log.
+    let mut rw = Server::launch(MpmKind::Rworker, &[1], &so).expect("start rworker");
+    let e = rw
+        .verify(MpmKind::RworkerApr)
+        .expect_err("atomic passed as apr");
+    assert!(
+        e.0.contains("Apr queue") && e.0.contains("Atomic queue"),
+        "{e}"
+    );
+    rw.verify(MpmKind::Rworker).expect("rworker is rworker");
+    assert!(rw.check_log().is_ok());
+    let mut log = fs::OpenOptions::new()
+        .append(true)
+        .open(rw.error_log())
+        .expect("open error log");
+    use std::io::Write;
+    writeln!(
+        log,
+        "[Sun Nov 30 01:00:00.000000 2025] [core:notice] [pid 1:tid 1] AH00052: child pid 42 exit signal Segmentation fault (11)"
+    )
+    .expect("append");
+    let e = rw.check_log().expect_err("a segfault line must fail");
+    assert!(e.0.contains("CRASH") && e.0.contains("exit signal"), "{e}");
+    let root = rw.root.clone();
+    drop(rw); // stops it by its pidfile
+    assert!(
+        !root.join("run/httpd.pid").exists(),
+        "pidfile left: server still running?"
+    );
+    let _ = fs::remove_dir_all(&root);
+}
