@@ -6,7 +6,8 @@
 //!
 //! `cargo bench -p rworker-queue --bench handoff` prints one table. Environment knobs:
 //! `HANDOFFS` (per run, default 200000), `RUNS` (median of, default 5), `WORK` (spin
-//! iterations a worker "processes" per connection, default 50).
+//! iterations a worker "processes" per connection, default 50), `IMPLS` (which of a, b, c to
+//! run, default `abc`).
 //!
 //! The pattern is worker.c's: listener = `wait_for_idler`, `pop_pool` (or make a pool), push
 //! the connection; worker = `set_idle`, pop, process, `push_pool`.
@@ -526,6 +527,7 @@ fn main() {
     let handoffs: u64 = env_or("HANDOFFS", if quick { 2_000 } else { 200_000 });
     let runs: usize = env_or("RUNS", if quick { 1 } else { 5 });
     let work: u32 = env_or("WORK", 50);
+    let impls: String = env_or("IMPLS", "abc".to_string());
     println!(
         "hand-off bench: {handoffs} hand-offs per run, median of {runs} runs, {work} work \
          iterations per connection, {} CPUs",
@@ -546,9 +548,27 @@ fn main() {
     cases.push(("contended", 4, 8));
     cases.push(("contended", 4, 16));
     for (name, p, n) in cases {
-        let a = measure::<Rworker>(p, n, handoffs, runs, work);
-        let b = measure::<Stock<StdLock>>(p, n, handoffs, runs, work);
-        let c = measure::<Stock<AprLock>>(p, n, handoffs, runs, work);
+        let skip = || Summary {
+            ops: f64::NAN,
+            ns: f64::NAN,
+            wakes: f64::NAN,
+            parks: f64::NAN,
+        };
+        let a = if impls.contains('a') {
+            measure::<Rworker>(p, n, handoffs, runs, work)
+        } else {
+            skip()
+        };
+        let b = if impls.contains('b') {
+            measure::<Stock<StdLock>>(p, n, handoffs, runs, work)
+        } else {
+            skip()
+        };
+        let c = if impls.contains('c') {
+            measure::<Stock<AprLock>>(p, n, handoffs, runs, work)
+        } else {
+            skip()
+        };
         println!(
             "{:<12} {:>3} {:>3} | {:>11.0} {:>8.0} {:>6.2} {:>6.2} | {:>11.0} {:>8.0} {:>6.2} {:>6.2} | {:>11.0} {:>8.0} {:>6.2} {:>6.2} | {:>5.2} {:>5.2}",
             name, p, n,

@@ -15,7 +15,7 @@
 
 use crate::parker::{SeqWord, WaitStats};
 use crate::sync::{
-    fence, spin, spin_hint, yield_now, AtomicUsize, Ordering, UnsafeCell, SPIN_ROUNDS,
+    fence, spin, spin_hint, yield_now, AtomicUsize, Ordering, UnsafeCell, WAIT_ROUNDS,
 };
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -388,7 +388,7 @@ impl<T: Send> FdQueue<T> {
     fn pop_in_epoch(&self, epoch: usize) -> Result<T, PopError> {
         // Fast path and bounded spin: a worker that is about to be fed should not pay for a
         // park/wake pair (two system calls).
-        for round in 0..SPIN_ROUNDS {
+        for round in 0..WAIT_ROUNDS {
             match self.dequeue() {
                 Dequeue::Item(item) => return Ok(item),
                 Dequeue::Closed => return Err(PopError::Terminated),

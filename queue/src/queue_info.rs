@@ -13,7 +13,7 @@
 
 use crate::parker::{SeqWord, WaitStats};
 use crate::pool_stack::PoolStack;
-use crate::sync::{fence, spin, AtomicBool, AtomicUsize, Ordering, SPIN_ROUNDS};
+use crate::sync::{fence, spin, AtomicBool, AtomicUsize, Ordering, WAIT_ROUNDS};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 
@@ -119,7 +119,7 @@ impl<P: Send> QueueInfo<P> {
     /// `had_to_block`), `Ok(false)` when an idler was available. `Err(Terminated)` once `term`
     /// was called, even if idlers remain.
     pub fn wait_for_idler(&self) -> Result<bool, Terminated> {
-        for round in 0..SPIN_ROUNDS {
+        for round in 0..WAIT_ROUNDS {
             if self.is_terminated() {
                 return Err(Terminated);
             }

@@ -55,15 +55,22 @@ pub(crate) fn yield_now() {
     std::thread::yield_now();
 }
 
-/// How many short spin rounds a waiter makes before it parks. Round `i` spins `2^i` times, so the
-/// total is bounded (about 127 `pause` instructions, well under a microsecond). Under loom one
-/// round is enough to model the spin path without blowing up the state space.
+/// Spin rounds a waiter makes before it yields: round `i < SPIN_ROUNDS` spins `2^i` hints
+/// (about 127 `pause` instructions in all, a few microseconds at most).
 #[cfg(not(loom))]
-pub(crate) const SPIN_ROUNDS: u32 = 7;
-#[cfg(loom)]
-pub(crate) const SPIN_ROUNDS: u32 = 1;
+const SPIN_ROUNDS: u32 = 7;
 
-/// Bounded spin: `spin(round)` spins `2^round` hints (a single hint under loom).
+/// Total rounds before a waiter parks: after the spin rounds, a few `sched_yield` rounds. On a
+/// 2-core machine the thread that will feed us often needs *our* CPU, so yielding beats spinning;
+/// still bounded, so an idle worker is parked within a few microseconds of scheduler time.
+/// Under loom one round is enough to model the spin path without blowing up the state space.
+#[cfg(not(loom))]
+pub(crate) const WAIT_ROUNDS: u32 = SPIN_ROUNDS + 4;
+#[cfg(loom)]
+pub(crate) const WAIT_ROUNDS: u32 = 1;
+
+/// One bounded wait step: `2^round` spin hints for the first rounds, then a yield (a single
+/// yield point under loom).
 #[inline]
 pub(crate) fn spin(round: u32) {
     #[cfg(loom)]
@@ -72,7 +79,11 @@ pub(crate) fn spin(round: u32) {
         spin_hint();
     }
     #[cfg(not(loom))]
-    for _ in 0..(1u32 << round) {
-        spin_hint();
+    if round < SPIN_ROUNDS {
+        for _ in 0..(1u32 << round) {
+            spin_hint();
+        }
+    } else {
+        std::thread::yield_now();
     }
 }
