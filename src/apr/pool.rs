@@ -32,7 +32,10 @@ impl Pool {
 
     /// Creates a subpool of `parent` tagged `tag` (shown by pool debugging).
     /// Errors: the APR status when APR cannot allocate.
-    pub fn create_sub(
+    ///
+    /// # Safety
+    /// `parent` must be a live pool of this process.
+    pub unsafe fn create_sub(
         parent: *mut sys::apr_pool_t,
         tag: &'static std::ffi::CStr,
     ) -> Result<Pool, i32> {
@@ -52,7 +55,13 @@ impl Pool {
     /// whose retained free memory is capped at `max_free` bytes (`MaxMemFree`; 0 = no cap),
     /// as worker.c's listener does.
     /// Errors: the APR status when APR cannot allocate.
-    pub fn create_ptrans(parent: *mut sys::apr_pool_t, max_free: usize) -> Result<Pool, i32> {
+    ///
+    /// # Safety
+    /// `parent` must be a live pool of this process.
+    pub unsafe fn create_ptrans(
+        parent: *mut sys::apr_pool_t,
+        max_free: usize,
+    ) -> Result<Pool, i32> {
         let mut allocator = ptr::null_mut();
         // SAFETY: plain APR constructor with an out-pointer.
         let rv = unsafe { sys::apr_allocator_create(&mut allocator) };

@@ -13,7 +13,10 @@ pub type ThreadMain = unsafe extern "C" fn(*mut sys::apr_thread_t, *mut c_void) 
 /// Joinable thread attributes in `pool`, with `ThreadStackSize` applied when set
 /// (`stack_size` bytes, 0 = APR's default).
 /// Errors: the APR status.
-pub fn joinable_attr(
+///
+/// # Safety
+/// `pool` must be a live pool that outlives the threads created with the attributes.
+pub unsafe fn joinable_attr(
     pool: *mut sys::apr_pool_t,
     stack_size: usize,
 ) -> Result<*mut sys::apr_threadattr_t, i32> {
@@ -38,7 +41,10 @@ pub fn joinable_attr(
 
 /// Starts an APR thread running `main(thread, data)`.
 /// Errors: the APR status (e.g. EAGAIN when the process is out of threads).
-pub fn spawn(
+///
+/// # Safety
+/// `attr` and `pool` must be live; `data` must stay valid for as long as `main` uses it.
+pub unsafe fn spawn(
     attr: *mut sys::apr_threadattr_t,
     pool: *mut sys::apr_pool_t,
     main: ThreadMain,
@@ -56,7 +62,10 @@ pub fn spawn(
 }
 
 /// Joins an APR thread; returns the thread's exit status.
-pub fn join(thd: *mut sys::apr_thread_t) -> i32 {
+///
+/// # Safety
+/// `thd` must come from [`spawn`] with joinable attributes and not be joined yet.
+pub unsafe fn join(thd: *mut sys::apr_thread_t) -> i32 {
     let mut status = 0;
     // SAFETY: thd was created joinable by `spawn` and is joined once.
     unsafe { sys::apr_thread_join(&mut status, thd) };

@@ -341,6 +341,7 @@ pub unsafe fn main(slot: c_int, bucket: c_int) -> ! {
     set_signal(LISTENER_SIGNAL, interrupt_only);
     set_signal(WORKER_SIGNAL, interrupt_only);
 
+    // SAFETY: attr and pruntime live until exit; rt is leaked ('static).
     let starter = match thread::spawn(
         rt.thread_attr,
         rt.pruntime.as_ptr(),
@@ -368,7 +369,8 @@ pub unsafe fn main(slot: c_int, bucket: c_int) -> ! {
 
     // Stop creating threads first, so the set of threads to join is final.
     rt.start_thread_may_exit.store(true, Ordering::SeqCst);
-    thread::join(starter);
+    // SAFETY: the starter was created joinable above and is joined once.
+    unsafe { thread::join(starter) };
     rt.signal_threads(mode);
     join_threads(rt, mode);
 
@@ -399,10 +401,12 @@ fn build_runtime(
     let st = *settings();
     let g = generation();
     let tpc = st.threads_per_child.max(1) as usize;
-    let pruntime = Pool::create_sub(g.pconf, c"mpm_runtime")?;
+    // SAFETY: pconf is the generation's live config pool, inherited across fork.
+    let pruntime = unsafe { Pool::create_sub(g.pconf, c"mpm_runtime")? };
     // SAFETY: reading ap_thread_stacksize, set by core's ThreadStackSize directive.
-    let stack = unsafe { sys::ap_thread_stacksize } as usize;
-    let thread_attr = thread::joinable_attr(pruntime.as_ptr(), stack)?;
+    let stack = unsafe { sys::ap_thread_stacksize };
+    // SAFETY: pruntime lives until the child exits, after every thread was joined.
+    let thread_attr = unsafe { thread::joinable_attr(pruntime.as_ptr(), stack)? };
 
     let mut listeners = Vec::new();
     // SAFETY: the bucket's listener list was built by ap_duplicate_listeners in pconf.
@@ -518,7 +522,8 @@ fn join_threads(rt: &ChildRuntime, mut mode: StopMode) {
                 rt.signal_threads(mode);
             }
         }
-        thread::join(listener);
+        // SAFETY: created joinable by the starter (already joined), joined once here.
+        unsafe { thread::join(listener) };
     } else {
         rt.handoff.term_queue();
     }
@@ -536,7 +541,8 @@ fn join_threads(rt: &ChildRuntime, mut mode: StopMode) {
     for w in &rt.workers {
         let t = w.thread.load(Ordering::SeqCst);
         if !t.is_null() {
-            thread::join(t);
+            // SAFETY: created joinable by the starter (already joined), joined once here.
+            unsafe { thread::join(t) };
         }
     }
 }
@@ -576,6 +582,7 @@ unsafe extern "C" fn start_threads(_thd: *mut sys::apr_thread_t, data: *mut c_vo
                 thread_num: t as c_int,
             }));
             rt.live_workers.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: attr and pruntime live until exit; the worker takes ownership of args.
             match thread::spawn(
                 rt.thread_attr,
                 rt.pruntime.as_ptr(),
@@ -600,6 +607,7 @@ unsafe extern "C" fn start_threads(_thd: *mut sys::apr_thread_t, data: *mut c_vo
             }
             created += 1;
             if rt.listener_thread.load(Ordering::SeqCst).is_null() {
+                // SAFETY: attr and pruntime live until exit; rt is 'static.
                 match thread::spawn(
                     rt.thread_attr,
                     rt.pruntime.as_ptr(),

@@ -187,8 +187,11 @@ fn cmd_error(cmd: *mut sys::cmd_parms, msg: &str) -> *const c_char {
 /// The one setter behind every MPM directive of the shim's table (`cmd->info` says
 /// which). Returns NULL on success or an error string in the config pool, which httpd
 /// prints with the file and line.
+///
+/// # Safety
+/// Called by httpd's config parser with a valid `cmd_parms` and NUL-terminated `arg`.
 #[no_mangle]
-pub extern "C" fn rworker_set_directive(
+pub unsafe extern "C" fn rworker_set_directive(
     cmd: *mut sys::cmd_parms,
     _dummy: *mut c_void,
     arg: *const c_char,

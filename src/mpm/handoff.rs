@@ -12,7 +12,7 @@ use std::ffi::{c_void, CStr};
 use std::os::raw::c_int;
 use std::ptr;
 
-use rworker_queue::{FdQueue, PopError, PushError, QueueInfo};
+use rworker_queue::{FdQueue, PopError, PushError, QueueInfo, Terminated};
 
 use crate::apr::pool::Pool;
 use crate::mpm::child::Accepted;
@@ -71,6 +71,8 @@ macro_rules! resolve_fn {
 
 impl AprQueueFns {
     /// Looks up every function; Err(name) names the first one the server lacks.
+    // Each transmute's target type is the struct field it initialises.
+    #[allow(clippy::missing_transmute_annotations)]
     pub fn resolve() -> Result<AprQueueFns, String> {
         Ok(AprQueueFns {
             info_create: resolve_fn!(c"ap_queue_info_create"),
@@ -90,6 +92,9 @@ impl AprQueueFns {
 
 /// One child's hand-off: fdqueue (accepted connections, capacity ThreadsPerChild)
 /// plus queue_info (idle workers, recycled ptrans).
+// One value per child, created once and never moved: the padded atomic variant's size
+// costs nothing, while boxing it would add an indirection to every hand-off.
+#[allow(clippy::large_enum_variant)]
 pub enum Handoff {
     /// rworker-queue: atomics, futex parking only when a thread must sleep.
     Atomic {
@@ -132,12 +137,12 @@ impl Handoff {
                 unsafe {
                     let rv = (f.create)(&mut q, threads_per_child as c_int, pruntime.as_ptr());
                     if rv != 0 {
-                        return Err(rv as i32);
+                        return Err(rv);
                     }
                     let rv =
                         (f.info_create)(&mut qi, pruntime.as_ptr(), threads_per_child as c_int, -1);
                     if rv != 0 {
-                        return Err(rv as i32);
+                        return Err(rv);
                     }
                 }
                 Ok(Handoff::Apr { f, q, qi })
@@ -146,16 +151,16 @@ impl Handoff {
     }
 
     /// Listener: reserve an idle worker, blocking while none is idle.
-    /// Err(()) once queue_info was terminated (the listener must exit).
-    pub fn wait_for_idler(&self) -> Result<(), ()> {
+    /// Err(Terminated) once queue_info was terminated (the listener must exit).
+    pub fn wait_for_idler(&self) -> Result<(), Terminated> {
         match self {
-            Handoff::Atomic { qi, .. } => qi.wait_for_idler().map(|_| ()).map_err(|_| ()),
+            Handoff::Atomic { qi, .. } => qi.wait_for_idler().map(|_| ()),
             Handoff::Apr { f, qi, .. } => {
                 let mut blocked = 0;
                 // SAFETY: live queue_info; httpd's function is thread-safe.
                 let rv = unsafe { (f.info_wait_for_idler)(*qi, &mut blocked) };
                 if rv == sys::APR_EOF as Status {
-                    Err(())
+                    Err(Terminated)
                 } else {
                     Ok(())
                 }

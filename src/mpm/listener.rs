@@ -18,7 +18,7 @@ use crate::mpm::scoreboard;
 use crate::sys;
 
 fn apr_eintr(rv: sys::apr_status_t) -> bool {
-    rv as i32 == libc::EINTR
+    rv == libc::EINTR
 }
 
 /// Waits until one of several listeners is readable (round-robin over ready ones).
@@ -54,6 +54,9 @@ fn poll_listeners(rt: &ChildRuntime, next: &mut usize) -> Option<*mut sys::ap_li
 }
 
 /// Listener thread entry point (`data` is the child's `&'static ChildRuntime`).
+///
+/// # Safety
+/// Called by APR on a new thread with the child's leaked runtime as `data`.
 pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -> *mut c_void {
     // SAFETY: data is the leaked runtime, valid for the child's life.
     let rt: &'static ChildRuntime = unsafe { &*(data as *const ChildRuntime) };
@@ -110,7 +113,8 @@ pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -
                         rt.ptrans_reused.fetch_add(1, Ordering::Relaxed);
                         Some(p)
                     }
-                    None => match Pool::create_ptrans(rt.pconf, max_mem_free) {
+                    // SAFETY: pconf outlives the child (its pool tree is destroyed at exit).
+                    None => match unsafe { Pool::create_ptrans(rt.pconf, max_mem_free) } {
                         Ok(p) => {
                             rt.ptrans_created.fetch_add(1, Ordering::Relaxed);
                             Some(p)

@@ -40,6 +40,9 @@ fn pending(r: &Retained) -> (bool, bool) {
 
 /// The `mpm` hook: runs one generation. Returns OK to have httpd re-read the
 /// configuration and call again (restart), DONE to exit, anything else is fatal.
+///
+/// # Safety
+/// Called by httpd's main loop in the parent with the generation's live pconf and server.
 pub unsafe extern "C" fn run(
     pconf: *mut sys::apr_pool_t,
     _plog: *mut sys::apr_pool_t,
@@ -489,7 +492,7 @@ impl Parent {
                     if stt <= status::READY && ps.quiescing == 0 && ps.generation == my_gen {
                         idle_threads += 1;
                     }
-                    if stt >= status::READY && stt < status::GRACEFUL {
+                    if (status::READY..status::GRACEFUL).contains(&stt) {
                         active += 1;
                     }
                 }

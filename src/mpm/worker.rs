@@ -17,6 +17,9 @@ use crate::mpm::scoreboard::{self, status};
 use crate::sys;
 
 /// Worker thread entry point (`data` is a boxed [`WorkerArgs`]).
+///
+/// # Safety
+/// Called by APR on a new thread with the `WorkerArgs` box the starter leaked for it.
 pub unsafe extern "C" fn main(thd: *mut sys::apr_thread_t, data: *mut c_void) -> *mut c_void {
     // SAFETY: the starter boxed the args for this thread and handed over ownership.
     let args = unsafe { Box::from_raw(data as *mut WorkerArgs) };
