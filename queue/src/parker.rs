@@ -11,10 +11,13 @@
 //! built from a loom `Mutex` + `Condvar`: the waiter compares the word under the mutex, and a waker
 //! passes through the mutex before notifying, which gives exactly the futex's atomicity.
 //!
-//! Callers own the "is anyone sleeping?" counter; this type only sleeps and wakes, so the
-//! no-sleeper fast path never touches it.
+//! Two levels of "is anyone there?": callers own a counter of *registered* waiters (a waiter
+//! registers before its last re-check), so a hand-off with none registered does not even touch
+//! this word. Here, `parked` counts the threads actually inside [`SeqWord::wait`]; a waker that
+//! bumped the word skips the wake system call when it is zero, which removes the wasted wake for
+//! a waiter that registered but found work in its re-check.
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{fence, AtomicU32, AtomicUsize, Ordering};
 use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
 
 /// A futex word plus the statistics of its slow path.
@@ -25,6 +28,11 @@ pub(crate) struct SeqWord {
     /// before its last re-check of the condition. Wraps at 2^32 bumps; a sleeper would have to
     /// miss exactly 2^32 bumps between its read and its sleep to be fooled.
     word: AtomicU32,
+    /// Threads inside `wait` (between announcing themselves and returning). Invariant: a thread
+    /// increments it and issues a SeqCst fence *before* the kernel compares `word`, so a waker
+    /// that bumped `word` and then (after its own SeqCst fence) reads 0 here knows that any
+    /// waiter still to arrive will see the bump and not sleep: the wake call can be skipped.
+    parked: AtomicUsize,
     /// loom only: serialises compare-and-sleep against bump-and-wake, as the futex bucket lock does.
     #[cfg(loom)]
     lock: loom::sync::Mutex<()>,
@@ -42,6 +50,7 @@ impl SeqWord {
     pub(crate) fn new() -> Self {
         Self {
             word: AtomicU32::new(0),
+            parked: AtomicUsize::new(0),
             #[cfg(loom)]
             lock: loom::sync::Mutex::new(()),
             #[cfg(loom)]
@@ -73,6 +82,26 @@ impl SeqWord {
     /// Sleeps while the word equals `seen`. May return spuriously; callers loop and re-check.
     pub(crate) fn wait(&self, seen: u32) {
         self.parks.fetch_add(1, StatOrdering::Relaxed);
+        // Announce, then SeqCst fence, then let the kernel compare the word: the mirror of
+        // `wake_*` (bump; fence; read `parked`). Either the waker sees us and wakes, or our
+        // compare sees its bump and returns at once.
+        self.parked.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.sleep(seen);
+        // Relaxed: leaving late only costs a waker one wasted wake call.
+        self.parked.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether a wake call may find someone; see `parked`. Called after the caller's bump.
+    #[inline]
+    fn anyone_parked(&self) -> bool {
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence above.
+        self.parked.load(Ordering::Relaxed) != 0
+    }
+
+    /// The futex wait proper (or its loom model).
+    fn sleep(&self, seen: u32) {
         #[cfg(not(loom))]
         atomic_wait::wait(&self.word, seen);
         #[cfg(loom)]
@@ -86,8 +115,12 @@ impl SeqWord {
         }
     }
 
-    /// Wakes at most one sleeper (one system call). The caller has already bumped.
+    /// Wakes at most one sleeper (one system call, skipped when no thread is inside `wait`).
+    /// The caller has already bumped.
     pub(crate) fn wake_one(&self) {
+        if !self.anyone_parked() {
+            return;
+        }
         self.wakes.fetch_add(1, StatOrdering::Relaxed);
         #[cfg(not(loom))]
         atomic_wait::wake_one(&self.word);
@@ -98,8 +131,12 @@ impl SeqWord {
         }
     }
 
-    /// Wakes every sleeper (one system call). The caller has already bumped.
+    /// Wakes every sleeper (one system call, skipped when no thread is inside `wait`).
+    /// The caller has already bumped.
     pub(crate) fn wake_all(&self) {
+        if !self.anyone_parked() {
+            return;
+        }
         self.wakes.fetch_add(1, StatOrdering::Relaxed);
         #[cfg(not(loom))]
         atomic_wait::wake_all(&self.word);
@@ -126,6 +163,6 @@ impl SeqWord {
 pub struct WaitStats {
     /// Futex waits entered (including ones that returned at once because the word had moved).
     pub parks: u64,
-    /// Futex wake calls (`wake_one` or `wake_all`), one system call each.
+    /// Futex wake calls actually issued (`wake_one` or `wake_all`), one system call each.
     pub wakes: u64,
 }
