@@ -35,15 +35,19 @@ fn nice_ceiling(x: f64) -> f64 {
     10.0 * p
 }
 
+/// A tick label: at most 3 significant decimals, `k` for thousands (`37.5k`, `6.25k`, `12.5`).
 fn short(x: f64) -> String {
-    if x >= 10_000.0 {
-        format!("{:.0}k", x / 1000.0)
-    } else if x >= 1000.0 {
-        format!("{:.1}k", x / 1000.0)
-    } else if x.fract() == 0.0 {
-        format!("{x:.0}")
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if x >= 1000.0 {
+        format!("{}k", trim(format!("{:.2}", x / 1000.0)))
     } else {
-        format!("{x:.1}")
+        trim(format!("{x:.2}"))
     }
 }
 
@@ -228,5 +232,9 @@ mod tests {
         assert_eq!(nice_ceiling(12_000.0), 20_000.0);
         assert_eq!(nice_ceiling(2.2), 2.5);
         assert_eq!(nice_ceiling(0.0), 1.0);
+        assert_eq!(short(37_500.0), "37.5k");
+        assert_eq!(short(6_250.0), "6.25k");
+        assert_eq!(short(12.5), "12.5");
+        assert_eq!(short(100.0), "100");
     }
 }

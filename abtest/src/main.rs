@@ -74,7 +74,43 @@ fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
+/// `--replot DIR`: chart.svg and summary.csv again from DIR/results.csv, with the command
+/// line from DIR/results.md in the chart's title.
+fn replot(dir: &Path) -> Result<()> {
+    let csv = dir.join("results.csv");
+    let text = std::fs::read_to_string(&csv).context(|| format!("read {}", csv.display()))?;
+    let samples = report::samples_from_csv(&text)?;
+    let table = report::summarise(&samples);
+    let md = std::fs::read_to_string(dir.join("results.md")).unwrap_or_default();
+    let command = md
+        .lines()
+        .find(|l| l.starts_with("cargo run"))
+        .unwrap_or("(command unknown)");
+    let date = md
+        .lines()
+        .skip_while(|l| *l != "$ date")
+        .nth(1)
+        .unwrap_or("");
+    let title = format!(
+        "{command}\n{date}, {} CPUs, {} (chart redrawn from results.csv)",
+        sh("nproc"),
+        sh("lscpu | grep 'Model name' | sed 's/.*: *//'")
+    );
+    write(dir, "summary.csv", &report::summary_csv(&table))?;
+    let p = write(dir, "chart.svg", &chart::svg(&table, &title))?;
+    eprintln!(
+        "rworker-ab: redrew {} from {} runs",
+        p.display(),
+        samples.len()
+    );
+    Ok(())
+}
+
 fn run(opts: Options) -> Result<bool> {
+    if let Some(dir) = &opts.replot {
+        replot(dir)?;
+        return Ok(true);
+    }
     for tool in [server::APACHE2] {
         if !Path::new(tool).is_file() {
             return Err(Error(format!("{tool} not found: apt-get install apache2")));

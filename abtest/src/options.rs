@@ -65,9 +65,11 @@ pub struct Options {
     pub rworker_so: Option<PathBuf>,
     /// Request this path instead of the payload file (for checking the harness fails loudly).
     pub path: Option<String>,
+    /// Only redraw chart.svg and summary.csv from this directory's results.csv; run nothing.
+    pub replot: Option<PathBuf>,
     /// The set was chosen with `--quick`.
     pub quick: bool,
-    /// The command line, as given, for the report.
+    /// The command line, as given (in its `cargo run` form), for the report.
     pub command_line: String,
 }
 
@@ -91,6 +93,7 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --no-build           do not run cargo build --release -p rworker first
   --rworker-so PATH    rworker module (default target/release/libmod_mpm_rworker.so)
   --path URLPATH       request URLPATH instead of the payload file (harness self-check)
+  --replot DIR         only redraw DIR/chart.svg and DIR/summary.csv from DIR/results.csv
 ";
 
 fn list<T: FromStr>(flag: &str, v: &str) -> Result<Vec<T>>
@@ -146,8 +149,9 @@ impl Options {
             no_build: false,
             rworker_so: None,
             path: None,
+            replot: None,
             quick,
-            command_line: std::iter::once("rworker-ab".to_string())
+            command_line: std::iter::once("cargo run --release -p rworker-ab --".to_string())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
                 .join(" "),
@@ -173,6 +177,7 @@ impl Options {
                 "--modes" => o.modes = list(flag, &value()?)?,
                 "--out" => o.out = PathBuf::from(value()?),
                 "--no-build" => o.no_build = true,
+                "--replot" => o.replot = Some(PathBuf::from(value()?)),
                 "--rworker-so" => o.rworker_so = Some(PathBuf::from(value()?)),
                 "--path" => {
                     let p = value()?;

@@ -166,8 +166,11 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
     let table = summarise(&out.samples);
     let mut m = String::new();
     let _ = writeln!(m, "# rworker A/B benchmark\n");
-    let _ = writeln!(m, "Command (from the repository root):\n\n```sh\ncargo run --release -p rworker-ab -- {}\n```\n",
-        o.command_line.strip_prefix("rworker-ab").unwrap_or(&o.command_line).trim());
+    let _ = writeln!(
+        m,
+        "Command (from the repository root):\n\n```sh\n{}\n```\n",
+        o.command_line
+    );
     let _ = writeln!(m, "Machine:\n\n```\n{}\n```\n", machine.trim());
     let host_busy = Stat::of(out.samples.iter().map(|s| s.host_busy_pct));
     let load = Stat::of(out.samples.iter().map(|s| s.load1));
@@ -279,6 +282,21 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
             let _ = writeln!(m, "- {l}");
         }
         m.push('\n');
+        if out
+            .failures
+            .iter()
+            .any(|l| l.contains(" event keepalive") && l.contains("read "))
+        {
+            let _ = writeln!(
+                m,
+                "A `read` socket error under keep-alive is the server closing a keep-alive \
+                 connection while wrk is sending its next request on it. The stock event MPM \
+                 does this by design when a child has no idle worker (it closes its idle \
+                 keep-alive connections to free workers; with 400 connections accept() spreads \
+                 them unevenly over the children); the worker-model MPMs keep a thread per \
+                 connection and do not.\n"
+            );
+        }
     }
     let _ = writeln!(m, "## Error-log warnings\n");
     if out.warnings.is_empty() {
@@ -377,6 +395,74 @@ pub fn summary_csv(table: &Table) -> String {
     c
 }
 
+/// Reads back a `results.csv` written by [`samples_csv`] (for `--replot`).
+pub fn samples_from_csv(text: &str) -> crate::Result<Vec<Sample>> {
+    use crate::error::Error;
+    use crate::plan::Cell;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or_else(|| Error("results.csv is empty".into()))?
+        .split(',')
+        .collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| Error(format!("results.csv has no column {name:?}")))
+    };
+    let mut out = Vec::new();
+    for (i, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').collect();
+        let get = |name: &str| -> crate::Result<&str> {
+            let c = col(name)?;
+            f.get(c)
+                .copied()
+                .ok_or_else(|| Error(format!("results.csv line {}: no {name}", i + 2)))
+        };
+        let num = |name: &str| -> crate::Result<f64> {
+            let v = get(name)?;
+            v.parse()
+                .map_err(|e| Error(format!("results.csv line {}: {name} {v:?}: {e}", i + 2)))
+        };
+        let failure = get("failure")?;
+        let wrk = crate::client::WrkResult {
+            requests: num("requests")? as u64,
+            rps: num("req_per_s")?,
+            p50_us: num("p50_us")?,
+            p99_us: num("p99_us")?,
+            non_2xx: num("non_2xx")? as u64,
+            socket_errors: [
+                num("sock_connect")? as u64,
+                num("sock_read")? as u64,
+                num("sock_write")? as u64,
+                num("sock_timeout")? as u64,
+            ],
+            client_cpu_s: num("wrk_cpu_s")?,
+            output: String::new(),
+        };
+        out.push(Sample {
+            mpm: get("mpm")?.parse()?,
+            cell: Cell {
+                mode: get("mode")?.parse()?,
+                size: num("size_bytes")? as u64,
+                clients: num("clients")? as u32,
+            },
+            rep: num("rep")? as u32,
+            wall_s: num("wall_s")?,
+            httpd_cpu_s: num("httpd_cpu_s")?,
+            vcsw: num("vcsw")? as u64,
+            nvcsw: num("nvcsw")? as u64,
+            churn: num("child_churn")? as usize,
+            host_busy_pct: num("host_busy_pct")?,
+            load1: num("load1")?,
+            failure: (!failure.is_empty()).then(|| failure.to_string()),
+            wrk,
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,5 +474,44 @@ mod tests {
         let s = Stat::of([4.0, 1.0, 2.0, f64::NAN, 3.0]).expect("non-empty");
         assert_eq!(s.median, 2.5);
         assert!(Stat::of([]).is_none());
+    }
+
+    #[test]
+    fn csv_round_trip() {
+        let s = Sample {
+            mpm: MpmKind::RworkerApr,
+            cell: Cell {
+                mode: crate::options::ConnMode::Close,
+                size: 4096,
+                clients: 100,
+            },
+            rep: 2,
+            wrk: crate::client::WrkResult {
+                requests: 1000,
+                rps: 200.5,
+                p50_us: 10.0,
+                p99_us: 99.0,
+                non_2xx: 1,
+                socket_errors: [0, 2, 0, 0],
+                client_cpu_s: 0.5,
+                output: String::new(),
+            },
+            wall_s: 5.0,
+            httpd_cpu_s: 0.25,
+            vcsw: 300,
+            nvcsw: 7,
+            churn: 0,
+            host_busy_pct: 90.0,
+            load1: 3.5,
+            failure: Some("1 non-2xx, x".into()),
+        };
+        let back = samples_from_csv(&samples_csv(std::slice::from_ref(&s))).expect("parse back");
+        assert_eq!(back.len(), 1);
+        let b = &back[0];
+        assert_eq!((b.mpm, b.cell, b.rep), (s.mpm, s.cell, s.rep));
+        assert_eq!(b.wrk.requests, 1000);
+        assert_eq!(b.wrk.socket_errors, [0, 2, 0, 0]);
+        assert!((b.cpu_us_per_req() - 250.0).abs() < 1e-9);
+        assert_eq!(b.failure.as_deref(), Some("1 non-2xx; x"));
     }
 }
