@@ -1178,3 +1178,233 @@ pub fn skip_unless_rworker(test: &str) -> bool {
     }
     false
 }
+
+// ------------------------------------------------------------------------------------------
+// Process management: CPU, memory, descriptors, backlog, held requests, logs
+
+/// Clock ticks per second of the `utime`/`stime` fields of /proc/<pid>/stat.
+pub fn clk_tck() -> u64 {
+    // SAFETY: sysconf(3) has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    assert!(t > 0, "sysconf(_SC_CLK_TCK) = {t}");
+    t as u64
+}
+
+/// utime + stime of `pid` (all its threads), in clock ticks.
+pub fn cpu_ticks(pid: i32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after "(comm) ": state is field 3, utime 14, stime 15.
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Resident set size of `pid` in KiB (VmRSS).
+pub fn rss_kb(pid: i32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Open file descriptors of `pid` (entries of /proc/<pid>/fd).
+pub fn fd_count(pid: i32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|rd| rd.count())
+        .unwrap_or(0)
+}
+
+/// Connections waiting in the accept queue of the listening socket 127.0.0.1:`port`
+/// (the `rx_queue` column of /proc/net/tcp, which for a LISTEN socket is the backlog).
+pub fn listen_backlog(port: u16) -> Option<u32> {
+    let tcp = fs::read_to_string("/proc/net/tcp").ok()?;
+    let local = format!("0100007F:{port:04X}");
+    tcp.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // sl local_address rem_address st tx_queue:rx_queue ...
+        if f.len() > 4 && f[1] == local && f[3] == "0A" {
+            let rx = f[4].split(':').nth(1)?;
+            u32::from_str_radix(rx, 16).ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// Error log lines that tell of a crash: a child killed by a signal other than the ones
+/// the parent itself sends (AH00050–AH00052 "exit signal"), a segfault or abort, a Rust
+/// panic message written to the inherited stderr.
+pub fn crash_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| {
+            l.contains("exit signal")
+                || l.contains("Segmentation fault")
+                || l.contains("possible coredump")
+                || l.contains("panicked")
+                || l.contains("Aborted")
+                || l.contains("AH02325") // resource shortage before any child started
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+impl Server {
+    pub fn access_log_path(&self) -> PathBuf {
+        self.root().join("logs/access.log")
+    }
+
+    /// The access log written by a `CustomLog logs/access.log ...` line in `extra`.
+    pub fn access_log(&self) -> String {
+        fs::read_to_string(self.access_log_path()).unwrap_or_default()
+    }
+
+    /// True if `pid` is alive and its command line names this server's config file.
+    pub fn owns_pid(&self, pid: i32) -> bool {
+        pid_alive(pid) && cmdline(pid).contains(&self.conf_path().display().to_string())
+    }
+
+    /// Rewrites httpd.conf from `opts` (for a later graceful restart or `-t`).
+    pub fn rewrite_conf(&mut self, opts: ServerOpts) {
+        self.opts = opts;
+        let so = self.mpm.so_path();
+        self.write_conf(&so);
+    }
+}
+
+/// A request whose head is sent only in part, so that the worker that accepted it stays
+/// busy reading until [`HeldRequest::complete`] (or the server's `Timeout`).
+pub struct HeldRequest {
+    stream: TcpStream,
+    path: String,
+}
+
+impl HeldRequest {
+    pub fn open(addr: &str, path: &str) -> HeldRequest {
+        let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        let mut h = HeldRequest {
+            stream,
+            path: path.to_owned(),
+        };
+        let head = format!("GET {} HTTP/1.1\r\nHost: localhost\r\n", h.path);
+        h.stream
+            .write_all(head.as_bytes())
+            .expect("send partial head");
+        h
+    }
+
+    /// Sends the rest of the head and reads the whole response; returns the status, or
+    /// an error if the connection was cut.
+    pub fn complete(mut self) -> Result<u16, String> {
+        self.stream
+            .write_all(b"Connection: close\r\n\r\n")
+            .map_err(|e| format!("{}: finish head: {e}", self.path))?;
+        let mut resp = Vec::new();
+        self.stream
+            .read_to_end(&mut resp)
+            .map_err(|e| format!("{}: read response: {e}", self.path))?;
+        let text = String::from_utf8_lossy(&resp);
+        let status = text
+            .strip_prefix("HTTP/1.1 ")
+            .and_then(|r| r.get(..3))
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("{}: no HTTP response: {text:?}", self.path))?;
+        if status == 200 {
+            // A cut body would be shorter than announced.
+            let (head, body) = text
+                .split_once("\r\n\r\n")
+                .ok_or_else(|| format!("{}: no end of head", self.path))?;
+            if let Some(len) = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_owned())
+                })
+                .and_then(|v| v.parse::<usize>().ok())
+            {
+                if body.len() != len {
+                    return Err(format!("{}: body {} of {len} bytes", self.path, body.len()));
+                }
+            }
+        }
+        Ok(status)
+    }
+}
+
+/// One line per process and thread: pid, ppid, state, wchan, command line; for failure
+/// messages about processes that should have exited.
+pub fn describe_processes(pids: &[i32]) -> String {
+    let mut out = String::new();
+    for &p in pids {
+        let (st, ppid) = stat_fields(p).unwrap_or(('?', 0));
+        out.push_str(&format!(
+            "pid {p} ppid {ppid} state {st} uid {:?}: {}\n",
+            fs::read_to_string(format!("/proc/{p}/status"))
+                .ok()
+                .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:").map(|v| v
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned()))),
+            cmdline(p)
+        ));
+        if let Ok(st) = fs::read_to_string(format!("/proc/{p}/status")) {
+            for l in st
+                .lines()
+                .filter(|l| l.starts_with("Sig") || l.starts_with("ShdPnd"))
+            {
+                out.push_str(&format!("    {l}\n"));
+            }
+        }
+        if let Ok(rd) = fs::read_dir(format!("/proc/{p}/fd")) {
+            let fds: Vec<String> = rd
+                .flatten()
+                .filter_map(|e| {
+                    fs::read_link(e.path())
+                        .ok()
+                        .map(|l| format!("{}->{}", e.file_name().to_string_lossy(), l.display()))
+                })
+                .collect();
+            out.push_str(&format!("    fds {}\n", fds.join(" ")));
+        }
+        if let Ok(rd) = fs::read_dir(format!("/proc/{p}/task")) {
+            for t in rd.flatten() {
+                let tid = t.file_name().to_string_lossy().into_owned();
+                let wchan = fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
+                let tst = stat_fields(tid.parse().unwrap_or(0))
+                    .map(|s| s.0)
+                    .unwrap_or('?');
+                out.push_str(&format!("    task {tid} {tst} {wchan}\n"));
+            }
+        }
+    }
+    out
+}
+
+impl RawConn {
+    /// Like [`RawConn::connect`], with SO_RCVBUF set to `bytes` (a slow reader that does
+    /// not let the kernel buffer megabytes on its side).
+    pub fn connect_with_rcvbuf(addr: &str, bytes: i32) -> RawConn {
+        use std::os::fd::AsRawFd;
+        let c = RawConn::connect(addr);
+        // SAFETY: setsockopt(2) on a connected socket we own, with a valid int option.
+        let rc = unsafe {
+            libc::setsockopt(
+                c.writer.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &bytes as *const i32 as *const libc::c_void,
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "setsockopt SO_RCVBUF");
+        c
+    }
+}
