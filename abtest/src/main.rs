@@ -68,6 +68,35 @@ fn machine_info() -> String {
     .join("\n")
 }
 
+/// A private copy of rworker's module for the duration of the matrix (removed on drop).
+struct ModuleSnapshot {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl ModuleSnapshot {
+    fn take(built: &Path) -> Result<ModuleSnapshot> {
+        let dir = std::env::temp_dir().join(format!("rworker-ab-{}-module", std::process::id()));
+        std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
+        shutdown::add_scratch_dir(dir.clone());
+        let path = dir.join("mod_mpm_rworker.so");
+        std::fs::copy(built, &path).context(|| {
+            format!(
+                "copy rworker's module {} (build it with cargo build --release -p rworker, \
+                 or pass --rworker-so)",
+                built.display()
+            )
+        })?;
+        Ok(ModuleSnapshot { dir, path })
+    }
+}
+
+impl Drop for ModuleSnapshot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     let p = dir.join(name);
     std::fs::write(&p, text).context(|| format!("write {}", p.display()))?;
@@ -123,9 +152,27 @@ fn run(opts: Options) -> Result<bool> {
     if needs_rworker && !opts.no_build && opts.rworker_so.is_none() {
         build_rworker()?;
     }
-    let so = opts.rworker_so.clone().unwrap_or_else(default_so);
+    let built = opts.rworker_so.clone().unwrap_or_else(default_so);
     std::fs::create_dir_all(&opts.out).context(|| format!("create {}", opts.out.display()))?;
-    let machine = machine_info();
+    let mut machine = machine_info();
+    // Other builds may replace target/release/*.so while the matrix runs: every rworker
+    // server loads one private copy taken now, and the report says which build it was.
+    let snapshot = if needs_rworker {
+        let s = ModuleSnapshot::take(&built)?;
+        machine.push_str(&format!(
+            "\n$ rworker module\n{} (git {}), sha256 {}",
+            built.display(),
+            sh(&format!(
+                "cd '{}' && git describe --always --dirty=+uncommitted-changes",
+                workspace().display()
+            )),
+            sh(&format!("sha256sum '{}' | cut -c1-16", s.path.display()))
+        ));
+        Some(s)
+    } else {
+        None
+    };
+    let so = snapshot.as_ref().map_or(built.clone(), |s| s.path.clone());
     let plan = Plan::new(opts);
     eprintln!(
         "rworker-ab: {} runs ({} cells × {} MPMs × {} reps, {} s each), about {} in all",
@@ -196,7 +243,15 @@ fn main() -> ExitCode {
         eprintln!("rworker-ab: cannot install the signal handler: {e}");
         return ExitCode::from(3);
     }
-    match run(opts) {
+    let result = run(opts);
+    if shutdown::interrupted() {
+        // The signal watcher is stopping the servers and will exit with 128+signal; the
+        // error the interrupted load client caused here is not the news.
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {

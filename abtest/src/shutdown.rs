@@ -21,6 +21,8 @@ static CLIENT_PID: AtomicI32 = AtomicI32::new(0);
 /// The servers currently started, by config path.
 pub struct Registry {
     servers: Vec<ServerRef>,
+    /// Private files (the module snapshot) to remove when a signal ends the run.
+    scratch: Vec<PathBuf>,
     shutting_down: bool,
 }
 
@@ -35,6 +37,7 @@ pub struct ServerRef {
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     servers: Vec::new(),
+    scratch: Vec::new(),
     shutting_down: false,
 });
 
@@ -60,6 +63,12 @@ impl Registry {
     pub fn remove(conf: &std::path::Path) {
         lock().servers.retain(|s| s.conf != conf);
     }
+}
+
+/// Registers a private directory to remove if a signal ends the run (a normal exit removes it
+/// itself).
+pub fn add_scratch_dir(dir: PathBuf) {
+    lock().scratch.push(dir);
 }
 
 /// Records the pid of the running load client (0: none).
@@ -110,14 +119,20 @@ pub fn install(stop: fn(&ServerRef)) -> std::io::Result<()> {
                 unsafe { libc::kill(client, libc::SIGTERM) };
             }
             // Waits for a start in progress to finish (it holds the lock).
-            let servers = {
+            let (servers, scratch) = {
                 let mut g = lock();
                 g.shutting_down = true;
-                std::mem::take(&mut g.servers)
+                (
+                    std::mem::take(&mut g.servers),
+                    std::mem::take(&mut g.scratch),
+                )
             };
             for s in &servers {
                 eprintln!("rworker-ab: stopping {}", s.conf.display());
                 stop(s);
+            }
+            for d in &scratch {
+                let _ = std::fs::remove_dir_all(d);
             }
             eprintln!("rworker-ab: interrupted; no server left running");
             std::process::exit(128 + sig);
