@@ -1004,8 +1004,15 @@ fn signals_right_after_start_never_crash_or_hang() {
 #[test]
 fn idle_server_uses_almost_no_cpu() {
     let s = Server::start(ServerOpts::default().keep_alive(false));
+    // The same counters must see the load, or a zero below would prove nothing.
+    let busy0: u64 = s.processes().iter().filter_map(|&p| cpu_ticks(p)).sum();
     let r = run_ab(&["-q", "-n", "5000", "-c", "20"], &s.url("/index.html"));
     assert_eq!((r.complete, r.failed), (5000, 0), "{}", r.output);
+    let busy1: u64 = s.processes().iter().filter_map(|&p| cpu_ticks(p)).sum();
+    assert!(
+        busy1 > busy0,
+        "5000 requests cost no CPU ticks: counters broken"
+    );
     sleep(Duration::from_secs(3));
     let procs = set_of(&s.processes());
     assert!(
