@@ -278,78 +278,95 @@ pub unsafe fn check_config(r: &mut retained::Retained, startup: bool) -> c_int {
     // SAFETY: forwarded to the caller.
     let s = unsafe { settings_mut() };
     let lvl = |l: c_int| if startup { l | level::STARTUP } else { l };
-    let warn = |msg: String| {
+    // Each adjustment has the stock worker's pair of message numbers: one for the
+    // console at first start, one for the error log on a restart.
+    let warn = |(at_start, at_restart): (u32, u32), msg: String| {
         if startup {
-            crate::mpm_log!(lvl(level::WARNING), 0, "WARNING: {msg}");
+            crate::mpm_log!(lvl(level::WARNING), 0, "AH{at_start:05}: WARNING: {msg}");
         } else {
-            crate::mpm_log!(level::WARNING, 0, "{msg}");
+            crate::mpm_log!(level::WARNING, 0, "AH{at_restart:05}: {msg}");
         }
     };
 
     if s.server_limit > MAX_SERVER_LIMIT {
-        warn(format!(
-            "AH00316: ServerLimit of {} exceeds compile-time limit of {MAX_SERVER_LIMIT} servers, decreasing to {MAX_SERVER_LIMIT}.",
+        warn((300, 301), format!(
+            "ServerLimit of {} exceeds compile-time limit of {MAX_SERVER_LIMIT} servers, decreasing to {MAX_SERVER_LIMIT}.",
             s.server_limit
         ));
         s.server_limit = MAX_SERVER_LIMIT;
     } else if s.server_limit < 1 {
-        warn(format!(
-            "AH00318: ServerLimit of {} not allowed, increasing to 1.",
-            s.server_limit
-        ));
+        warn(
+            (302, 303),
+            format!(
+                "ServerLimit of {} not allowed, increasing to 1.",
+                s.server_limit
+            ),
+        );
         s.server_limit = 1;
     }
     // ServerLimit sizes the shared scoreboard once: later changes wait for a full stop.
     if r.first_server_limit == 0 {
         r.first_server_limit = s.server_limit;
     } else if s.server_limit != r.first_server_limit {
-        warn(format!(
-            "AH00319: changing ServerLimit to {} from original value of {} not allowed during restart",
-            s.server_limit, r.first_server_limit
-        ));
+        warn(
+            (304, 304),
+            format!(
+                "changing ServerLimit to {} from original value of {} not allowed during restart",
+                s.server_limit, r.first_server_limit
+            ),
+        );
         s.server_limit = r.first_server_limit;
     }
 
     if s.thread_limit > MAX_THREAD_LIMIT {
-        warn(format!(
-            "AH00320: ThreadLimit of {} exceeds compile-time limit of {MAX_THREAD_LIMIT} threads, decreasing to {MAX_THREAD_LIMIT}.",
+        warn((305, 306), format!(
+            "ThreadLimit of {} exceeds compile-time limit of {MAX_THREAD_LIMIT} threads, decreasing to {MAX_THREAD_LIMIT}.",
             s.thread_limit
         ));
         s.thread_limit = MAX_THREAD_LIMIT;
     } else if s.thread_limit < 1 {
-        warn(format!(
-            "AH00322: ThreadLimit of {} not allowed, increasing to 1.",
-            s.thread_limit
-        ));
+        warn(
+            (307, 308),
+            format!(
+                "ThreadLimit of {} not allowed, increasing to 1.",
+                s.thread_limit
+            ),
+        );
         s.thread_limit = 1;
     }
     if r.first_thread_limit == 0 {
         r.first_thread_limit = s.thread_limit;
     } else if s.thread_limit != r.first_thread_limit {
-        warn(format!(
-            "AH00323: changing ThreadLimit to {} from original value of {} not allowed during restart",
-            s.thread_limit, r.first_thread_limit
-        ));
+        warn(
+            (309, 309),
+            format!(
+                "changing ThreadLimit to {} from original value of {} not allowed during restart",
+                s.thread_limit, r.first_thread_limit
+            ),
+        );
         s.thread_limit = r.first_thread_limit;
     }
 
     if s.threads_per_child > s.thread_limit {
-        warn(format!(
-            "AH00314: ThreadsPerChild of {} exceeds ThreadLimit of {}, decreasing to match. To increase, please see the ThreadLimit directive.",
+        warn((310, 311), format!(
+            "ThreadsPerChild of {} exceeds ThreadLimit of {}, decreasing to match. To increase, please see the ThreadLimit directive.",
             s.threads_per_child, s.thread_limit
         ));
         s.threads_per_child = s.thread_limit;
     } else if s.threads_per_child < 1 {
-        warn(format!(
-            "AH00317: ThreadsPerChild of {} not allowed, increasing to 1.",
-            s.threads_per_child
-        ));
+        warn(
+            (312, 313),
+            format!(
+                "ThreadsPerChild of {} not allowed, increasing to 1.",
+                s.threads_per_child
+            ),
+        );
         s.threads_per_child = 1;
     }
 
     if s.max_workers < s.threads_per_child {
-        warn(format!(
-            "AH00313: MaxRequestWorkers of {} is less than ThreadsPerChild of {}, increasing to {}. MaxRequestWorkers must be at least as large as the number of threads in a single server.",
+        warn((314, 315), format!(
+            "MaxRequestWorkers of {} is less than ThreadsPerChild of {}, increasing to {}. MaxRequestWorkers must be at least as large as the number of threads in a single server.",
             s.max_workers, s.threads_per_child, s.threads_per_child
         ));
         s.max_workers = s.threads_per_child;
@@ -357,15 +374,15 @@ pub unsafe fn check_config(r: &mut retained::Retained, startup: bool) -> c_int {
     s.daemons_limit = s.max_workers / s.threads_per_child;
     if s.max_workers % s.threads_per_child != 0 {
         let rounded = s.daemons_limit * s.threads_per_child;
-        warn(format!(
-            "AH00311: MaxRequestWorkers of {} is not an integer multiple of ThreadsPerChild of {}, decreasing to nearest multiple {}, for a maximum of {} servers.",
+        warn((316, 317), format!(
+            "MaxRequestWorkers of {} is not an integer multiple of ThreadsPerChild of {}, decreasing to nearest multiple {}, for a maximum of {} servers.",
             s.max_workers, s.threads_per_child, rounded, s.daemons_limit
         ));
         s.max_workers = rounded;
     }
     if s.daemons_limit > s.server_limit {
-        warn(format!(
-            "AH00312: MaxRequestWorkers of {} would require {} servers and would exceed ServerLimit of {}, decreasing to {}. To increase, please see the ServerLimit directive.",
+        warn((318, 319), format!(
+            "MaxRequestWorkers of {} would require {} servers and would exceed ServerLimit of {}, decreasing to {}. To increase, please see the ServerLimit directive.",
             s.max_workers,
             s.daemons_limit,
             s.server_limit,
@@ -376,14 +393,17 @@ pub unsafe fn check_config(r: &mut retained::Retained, startup: bool) -> c_int {
     }
 
     if s.daemons_to_start < 1 {
-        warn(format!(
-            "AH00315: StartServers of {} not allowed, increasing to 1.",
-            s.daemons_to_start
-        ));
+        warn(
+            (320, 321),
+            format!(
+                "StartServers of {} not allowed, increasing to 1.",
+                s.daemons_to_start
+            ),
+        );
         s.daemons_to_start = 1;
     }
     if s.min_spare_threads < 1 {
-        warn(format!("AH00321: MinSpareThreads of {} not allowed, increasing to 1 to avoid almost certain server failure. Please read the documentation.", s.min_spare_threads));
+        warn((322, 323), format!("MinSpareThreads of {} not allowed, increasing to 1 to avoid almost certain server failure. Please read the documentation.", s.min_spare_threads));
         s.min_spare_threads = 1;
     }
     // MaxSpareThreads is raised to a workable value in the parent (it depends on the

@@ -151,67 +151,15 @@ unsafe fn run_generation(pconf: *mut sys::apr_pool_t, s: *mut sys::server_rec) -
     parent.main_loop(pconf, s);
     m.mpm_state = sys::AP_MPMQ_STOPPING as c_int;
 
-    let (shutdown, _) = pending(parent.r);
-    // SAFETY: volatile read of a flag written by a signal handler.
-    let ungraceful = unsafe { ptr::read_volatile(&m.is_ungraceful) } != 0;
-    if shutdown && ungraceful {
-        parent.signal_children(sys::ap_podx_restart_t_AP_MPM_PODX_RESTART);
-        // SAFETY: reaping via the core with our callback; pidfile path is httpd's.
-        unsafe {
-            sys::ap_reclaim_child_processes(1, Some(note_child_killed));
-            if !parent.child_fatal {
-                sys::ap_remove_pid(pconf, sys::ap_pid_fname);
-                crate::mpm_log!(level::NOTICE, 0, "AH00295: caught SIGTERM, shutting down");
-            }
-        }
-        return sys::DONE;
-    }
-    if shutdown {
-        // graceful-stop: stop listening now, let children finish their requests.
-        // SAFETY: parent-side listener close and the core's reaping helpers.
-        unsafe {
-            sys::ap_close_listeners();
-            parent.signal_children(sys::ap_podx_restart_t_AP_MPM_PODX_GRACEFUL);
-            sys::ap_relieve_child_processes(Some(note_child_killed));
-            if !parent.child_fatal {
-                sys::ap_remove_pid(pconf, sys::ap_pid_fname);
-                crate::mpm_log!(
-                    level::NOTICE,
-                    0,
-                    "AH00296: caught SIGWINCH, shutting down gracefully"
-                );
-            }
-            let timeout = sys::ap_graceful_shutdown_timeout;
-            let cutoff = if timeout > 0 {
-                sys::apr_time_now() + timeout as i64 * 1_000_000
-            } else {
-                0
-            };
-            // A later SIGTERM cuts the wait short.
-            m.shutdown_pending = 0;
-            loop {
-                sys::apr_sleep(100_000);
-                sys::ap_relieve_child_processes(Some(note_child_killed));
-                if !parent.any_child_alive() {
-                    break;
-                }
-                if ptr::read_volatile(&m.shutdown_pending) != 0 {
-                    break;
-                }
-                if cutoff != 0 && sys::apr_time_now() > cutoff {
-                    break;
-                }
-            }
-            parent.signal_children(sys::ap_podx_restart_t_AP_MPM_PODX_RESTART);
-            sys::ap_reclaim_child_processes(1, Some(note_child_killed));
-        }
-        return sys::DONE;
+    if pending(parent.r).0 {
+        return parent.stop(pconf);
     }
 
     // Restart (graceful or not).
     m.my_generation += 1;
     scoreboard::global().running_generation = m.my_generation;
-    if ungraceful {
+    // SAFETY: volatile read of a flag written by a signal handler.
+    if unsafe { ptr::read_volatile(&m.is_ungraceful) } != 0 {
         parent.signal_children(sys::ap_podx_restart_t_AP_MPM_PODX_RESTART);
         // SAFETY: the core's reaping helper with our callback.
         unsafe { sys::ap_reclaim_child_processes(1, Some(note_child_killed)) };
@@ -227,6 +175,11 @@ unsafe fn run_generation(pconf: *mut sys::apr_pool_t, s: *mut sys::server_rec) -
             "AH00297: SIGUSR1 received.  Doing graceful restart"
         );
         parent.signal_children(sys::ap_podx_restart_t_AP_MPM_PODX_GRACEFUL);
+    }
+    // A stop that arrived while we reaped would be wiped with pconf (unixd clears the
+    // flags when the generation's pool goes): honour it now instead of losing it.
+    if pending(parent.r).0 {
+        return parent.stop(pconf);
     }
     sys::OK as c_int
 }
@@ -269,6 +222,64 @@ struct Parent {
 }
 
 impl Parent {
+    /// `-k stop` (SIGTERM) or `-k graceful-stop` (SIGWINCH): wind the children down and
+    /// return DONE. Graceful: stop listening, let in-flight requests finish for up to
+    /// GracefulShutdownTimeout (0 = no limit), then stop whatever is left.
+    fn stop(&mut self, pconf: *mut sys::apr_pool_t) -> c_int {
+        let m = self.r.mpm();
+        // SAFETY: volatile read of a flag written by a signal handler.
+        let ungraceful = unsafe { ptr::read_volatile(&m.is_ungraceful) } != 0;
+        if ungraceful {
+            self.signal_children(sys::ap_podx_restart_t_AP_MPM_PODX_RESTART);
+            // SAFETY: reaping via the core with our callback; pidfile path is httpd's.
+            unsafe {
+                sys::ap_reclaim_child_processes(1, Some(note_child_killed));
+                if !self.child_fatal {
+                    sys::ap_remove_pid(pconf, sys::ap_pid_fname);
+                    crate::mpm_log!(level::NOTICE, 0, "AH00295: caught SIGTERM, shutting down");
+                }
+            }
+            return sys::DONE;
+        }
+        // SAFETY: parent-side listener close and the core's reaping helpers.
+        unsafe {
+            sys::ap_close_listeners();
+            self.signal_children(sys::ap_podx_restart_t_AP_MPM_PODX_GRACEFUL);
+            sys::ap_relieve_child_processes(Some(note_child_killed));
+            if !self.child_fatal {
+                sys::ap_remove_pid(pconf, sys::ap_pid_fname);
+                crate::mpm_log!(
+                    level::NOTICE,
+                    0,
+                    "AH00296: caught SIGWINCH, shutting down gracefully"
+                );
+            }
+            let timeout = sys::ap_graceful_shutdown_timeout;
+            let cutoff = if timeout > 0 {
+                sys::apr_time_now() + timeout as i64 * 1_000_000
+            } else {
+                0
+            };
+            // A later SIGTERM cuts the wait short.
+            m.shutdown_pending = 0;
+            loop {
+                sys::apr_sleep(100_000);
+                sys::ap_relieve_child_processes(Some(note_child_killed));
+                if !self.any_child_alive() {
+                    break;
+                }
+                if ptr::read_volatile(&m.shutdown_pending) != 0 {
+                    break;
+                }
+                if cutoff != 0 && sys::apr_time_now() > cutoff {
+                    break;
+                }
+            }
+            self.signal_children(sys::ap_podx_restart_t_AP_MPM_PODX_RESTART);
+            sys::ap_reclaim_child_processes(1, Some(note_child_killed));
+        }
+        sys::DONE
+    }
     fn signal_children(&self, how: sys::ap_podx_restart_t) {
         let g = generation();
         let limit = settings().daemons_limit.max(self.r.max_daemons_limit);
