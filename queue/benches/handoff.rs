@@ -32,6 +32,8 @@ trait Handoff: Send + Sync + 'static {
     fn pop_pool(&self) -> Option<usize>;
     fn push_pool(&self, pool: usize);
     fn push(&self, conn: Conn);
+    /// Push without a reserved idler (contended case): gives the connection back when full.
+    fn try_push(&self, conn: Conn) -> Result<(), Conn>;
     /// `Some(conn)`, `None` on a spurious/interrupted wake-up; `Err(())` once terminated+drained.
     fn pop(&self) -> Result<Option<Conn>, ()>;
     fn set_idle(&self);
@@ -66,6 +68,9 @@ impl Handoff for Rworker {
     }
     fn push(&self, conn: Conn) {
         self.q.push(conn).expect("an idler was reserved");
+    }
+    fn try_push(&self, conn: Conn) -> Result<(), Conn> {
+        self.q.push(conn).map_err(|e| e.into_inner())
     }
     fn pop(&self) -> Result<Option<Conn>, ()> {
         match self.q.pop() {
@@ -118,6 +123,8 @@ struct Ring {
 struct Stock<L: LockCond> {
     /// one_big_mutex + not_empty.
     queue_lock: L,
+    /// ThreadsPerChild (`bounds`).
+    capacity: usize,
     ring: Guarded<Ring>,
     /// idlers, signed instead of biased: < 0 means the listener is waiting.
     idlers: AtomicI64,
@@ -145,6 +152,7 @@ impl<L: LockCond> Handoff for Stock<L> {
     fn new(workers: usize) -> Self {
         Self {
             queue_lock: L::new(),
+            capacity: workers,
             ring: Guarded(UnsafeCell::new(Ring {
                 items: VecDeque::with_capacity(workers),
                 terminated: false,
@@ -195,6 +203,19 @@ impl<L: LockCond> Handoff for Stock<L> {
             self.wakes.fetch_add(1, Ordering::Relaxed);
             c.signal();
         });
+    }
+    fn try_push(&self, conn: Conn) -> Result<(), Conn> {
+        self.queue_lock.with_lock(|c| {
+            // SAFETY: under queue_lock.
+            let ring = unsafe { Self::locked(&self.ring) };
+            if ring.items.len() >= self.capacity {
+                return Err(conn);
+            }
+            ring.items.push_back(conn);
+            self.wakes.fetch_add(1, Ordering::Relaxed);
+            c.signal();
+            Ok(())
+        })
     }
     fn pop(&self) -> Result<Option<Conn>, ()> {
         // ap_queue_pop_something: lock; if empty, wait once unless terminated; re-test.
@@ -430,7 +451,16 @@ struct Sample {
 }
 
 /// One run: `producers` listeners feeding `workers` workers `handoffs` connections in total.
-fn run_once<H: Handoff>(producers: usize, workers: usize, handoffs: u64, work: u32) -> Sample {
+/// With `reserve`, the worker.c pattern (idler reservation); without it (the contended case),
+/// producers push directly and retry (yielding) while the queue is full, and workers skip
+/// set_idle: httpd's stock wait_for_idler supports one listener only (see README).
+fn run_once<H: Handoff>(
+    producers: usize,
+    workers: usize,
+    handoffs: u64,
+    work: u32,
+    reserve: bool,
+) -> Sample {
     let h = Arc::new(H::new(workers));
     let start = Arc::new(Barrier::new(producers + workers + 1));
     let worker_threads: Vec<_> = (0..workers)
@@ -440,7 +470,9 @@ fn run_once<H: Handoff>(producers: usize, workers: usize, handoffs: u64, work: u
                 start.wait();
                 let mut sum = 0u64;
                 loop {
-                    h.set_idle();
+                    if reserve {
+                        h.set_idle();
+                    }
                     let conn = loop {
                         match h.pop() {
                             Ok(Some(c)) => break Some(c),
@@ -467,14 +499,22 @@ fn run_once<H: Handoff>(producers: usize, workers: usize, handoffs: u64, work: u
                 start.wait();
                 let mut next_pool = p * 1_000_000;
                 for i in 0..per_producer {
-                    if !h.wait_for_idler() {
+                    if reserve && !h.wait_for_idler() {
                         break;
                     }
                     let pool = h.pop_pool().unwrap_or_else(|| {
                         next_pool += 1;
                         next_pool
                     });
-                    h.push((i, pool));
+                    if reserve {
+                        h.push((i, pool));
+                    } else {
+                        let mut conn = (i, pool);
+                        while let Err(back) = h.try_push(conn) {
+                            conn = back;
+                            thread::yield_now();
+                        }
+                    }
                 }
             })
         })
@@ -513,9 +553,10 @@ fn measure<H: Handoff>(
     runs: usize,
     work: u32,
 ) -> Summary {
-    let _ = run_once::<H>(producers, workers, handoffs / 10, work); // warm-up
+    let reserve = producers == 1;
+    let _ = run_once::<H>(producers, workers, handoffs / 10, work, reserve); // warm-up
     let samples: Vec<Sample> = (0..runs)
-        .map(|_| run_once::<H>(producers, workers, handoffs, work))
+        .map(|_| run_once::<H>(producers, workers, handoffs, work, reserve))
         .collect();
     let n = (handoffs / producers as u64 * producers as u64) as f64;
     let ops = median(samples.iter().map(|s| n / s.secs).collect());
