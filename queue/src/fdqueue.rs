@@ -13,6 +13,7 @@
 //! and parks. A push publishes its item and wakes one sleeper only if `sleepers` is non-zero, so
 //! a hand-off to a running (or spinning) worker makes no system call.
 
+use crate::adaptive_spin::AdaptiveSpin;
 use crate::parker::{SeqWord, WaitStats};
 use crate::sync::{
     fence, spin, spin_hint, yield_now, AtomicUsize, Ordering, UnsafeCell, WAIT_ROUNDS,
@@ -138,6 +139,8 @@ pub struct FdQueue<T> {
     interrupts: AtomicUsize,
     /// What poppers park on; bumped by every push that sees a sleeper, by interrupts and by term.
     seq: SeqWord,
+    /// Whether poppers spin before parking (only while recent parks were short).
+    spin: AdaptiveSpin,
 }
 
 // SAFETY: an `FdQueue<T>` owns the `T`s in its slots and moves each one from the pushing thread
@@ -171,6 +174,7 @@ impl<T: Send> FdQueue<T> {
             sleepers: CachePadded::new(AtomicUsize::new(0)),
             interrupts: AtomicUsize::new(0),
             seq: SeqWord::new(),
+            spin: AdaptiveSpin::new(),
         }
     }
 
@@ -387,18 +391,26 @@ impl<T: Send> FdQueue<T> {
     /// `pop`, for a call that began in interrupt epoch `epoch`.
     fn pop_in_epoch(&self, epoch: usize) -> Result<T, PopError> {
         // Fast path and bounded spin: a worker that is about to be fed should not pay for a
-        // park/wake pair (two system calls).
-        for round in 0..WAIT_ROUNDS {
+        // park/wake pair (two system calls) — but only while spinning pays off (see
+        // `adaptive_spin`): an httpd child's idle workers mostly wait far longer than a spin.
+        let rounds = if self.spin.should_spin() {
+            WAIT_ROUNDS
+        } else {
+            1
+        };
+        for round in 0..rounds {
             match self.dequeue() {
                 Dequeue::Item(item) => return Ok(item),
                 Dequeue::Closed => return Err(PopError::Terminated),
-                Dequeue::Empty | Dequeue::Pending => spin(round),
+                Dequeue::Empty | Dequeue::Pending if rounds > 1 => spin(round),
+                Dequeue::Empty | Dequeue::Pending => {}
             }
         }
 
         // Slow path: register, then re-check, then park. SeqCst increment + fence: the popper's
         // side of the Dekker handshake described in `wake_one_popper`.
         self.sleepers.fetch_add(1, Ordering::SeqCst);
+        let mut parked = None;
         let result = loop {
             fence(Ordering::SeqCst);
             // Read the sequence word *before* the re-check: any push, interrupt or term that
@@ -415,10 +427,14 @@ impl<T: Send> FdQueue<T> {
             if self.interrupts.load(Ordering::SeqCst) != epoch {
                 break Err(PopError::Interrupted);
             }
+            parked.get_or_insert_with(|| self.spin.park_start());
             self.seq.wait(seen);
         };
         // Relaxed: a late decrement only costs a pusher one wasted wake call.
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        if let Some(start) = parked {
+            self.spin.parked(start);
+        }
         result
     }
 

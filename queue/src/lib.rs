@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod adaptive_spin;
 mod fdqueue;
 mod parker;
 mod pool_stack;
