@@ -21,7 +21,7 @@ cargo build --release
 # Two test threads: the load tests run ab/wrk against their own servers, and more of them
 # at once on a 2-core machine only measure the scheduler.
 echo "== cargo test --release --workspace (MPM under test: ${RWORKER_TEST_MPM:-rworker})"
-cargo test --release --workspace -- --test-threads 2
+cargo test --release --workspace --no-fail-fast -- --test-threads 2
 
 if [[ -f queue/loom.sh ]]; then
     echo "== loom model checks (queue/loom.sh)"

@@ -20,6 +20,8 @@ use crate::sys;
 
 /// Upper bound of children forked in one maintenance cycle, over all buckets.
 const MAX_SPAWN_RATE: c_int = 32;
+/// Maintenance cycles (seconds) a full scoreboard must persist before AH00288 is an error.
+const SCOREBOARD_FULL_CYCLES: c_int = 10;
 /// Signalled deaths respawned at once before falling back to maintenance pacing.
 const MAX_SIGNAL_RESPAWNS: c_int = 3;
 
@@ -574,14 +576,25 @@ impl Parent {
                     );
                     self.r.near_maxclients_reported = 1;
                 } else if active_threads + st.min_spare_threads / nb <= limit {
+                    // Slots held by exiting children free up within moments (a child retiring
+                    // after MaxConnectionsPerChild, or shed by maintenance): that is routine,
+                    // so say it at debug level and raise it to an error only when it persists.
+                    self.r.scoreboard_full_cycles += 1;
+                    let persistent = self.r.scoreboard_full_cycles % SCOREBOARD_FULL_CYCLES == 0;
                     crate::mpm_log!(
-                        level::ERR,
+                        if persistent { level::ERR } else { level::DEBUG },
                         0,
-                        "AH00288: scoreboard is full, not at MaxRequestWorkers"
+                        "AH00288: scoreboard is full, not at MaxRequestWorkers{}",
+                        if persistent {
+                            " (slots are held by exiting children; consider raising ServerLimit)"
+                        } else {
+                            ""
+                        }
                     );
                 }
                 *self.r.spawn_rate(bucket as usize) = 1;
             } else {
+                self.r.scoreboard_full_cycles = 0;
                 let n = (free_slots.len() as c_int).min(rate);
                 if rate >= 8 {
                     crate::mpm_log!(
@@ -605,6 +618,7 @@ impl Parent {
             }
         } else {
             *self.r.spawn_rate(bucket as usize) = 1;
+            self.r.scoreboard_full_cycles = 0;
             // Load dropped below the limit again: report a new saturation next time.
             let limit = st.daemons_limit * st.threads_per_child / nb;
             if active_threads + st.min_spare_threads / nb <= limit {

@@ -40,6 +40,9 @@ pub struct Retained {
     pub hold_off_on_exponential_spawning: c_int,
     /// Children killed by a signal in a row, each respawned at once (at most 3).
     pub signal_deaths_in_a_row: c_int,
+    /// Consecutive maintenance cycles in which a fork was wanted but every slot was held
+    /// (mostly by exiting children); AH00288 is logged only when this persists.
+    pub scoreboard_full_cycles: c_int,
 }
 
 /// Returns the retained block, creating it on the first call of this httpd process.
