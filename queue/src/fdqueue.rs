@@ -435,6 +435,18 @@ impl<T: Send> FdQueue<T> {
         if let Some(start) = parked {
             self.spin.parked(start);
         }
+        // Pass the wake on after term. Several poppers can sleep on a slot that a push claimed
+        // before `term` but publishes after it; the push wakes only one of them, and nothing
+        // will bump the word again, yet every one must come to see Terminated. So a popper
+        // leaving a terminated queue bumps and wakes all. (Found by the stress test
+        // `term_loses_nothing`; the loom model `term_with_two_poppers_and_a_publishing_push`
+        // deadlocks without it.) Acquire in `is_terminated`: the mark is visible here because
+        // this popper's wake came through the word, whose bumps form a release sequence
+        // headed by term's own bump. Costs nothing before term.
+        if self.is_terminated() {
+            self.seq.bump();
+            self.seq.wake_all();
+        }
         result
     }
 

@@ -144,6 +144,37 @@ fn term_racing_push_and_pop() {
     });
 }
 
+/// term with two parked poppers and a push still publishing: the push's wake reaches one
+/// popper, but both must come to see Terminated (a popper that slept on the claimed-but-
+/// unpublished slot after term used to sleep forever: found by the stress test
+/// `term_loses_nothing`, which loom missed with a single popper).
+#[test]
+fn term_with_two_poppers_and_a_publishing_push() {
+    model(|| {
+        let q = Arc::new(FdQueue::new(2));
+        let qp = q.clone();
+        let pusher = thread::spawn(move || qp.push(1u32).is_ok());
+        let drain = |q: &FdQueue<u32>| {
+            let mut got = 0usize;
+            loop {
+                match q.pop() {
+                    Ok(_) => got += 1,
+                    Err(PopError::Terminated) => return got,
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+        };
+        let qc = q.clone();
+        let popper = thread::spawn(move || drain(&qc));
+        // The main thread terminates the queue, then is the second popper.
+        q.term();
+        let mine = drain(&q);
+        let pushed = pusher.join().unwrap();
+        let got = mine + popper.join().unwrap();
+        assert_eq!(got, usize::from(pushed));
+    });
+}
+
 /// The listener parks in wait_for_idler; a worker's set_idle wakes it and it reserves the idler.
 #[test]
 fn set_idle_wakes_wait_for_idler() {

@@ -215,8 +215,10 @@ impl ChildRuntime {
                 let fd = w.fd.load(Ordering::SeqCst);
                 if fd >= 0 {
                     // Cut the connection under the worker: its read/write returns at once.
-                    // SAFETY: shutdown on a descriptor the worker still owns; it is only
-                    // closed by that worker after it clears `fd`.
+                    // SAFETY: shutdown(2) only; the worker clears `fd` before its lingering
+                    // close releases the descriptor, so at worst this races that close by a
+                    // few instructions and hits a reused number with ENOTSOCK or a socket
+                    // that an immediate stop cuts anyway.
                     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
                 }
                 let t = w.os_thread.load(Ordering::SeqCst);
@@ -487,9 +489,10 @@ fn wait_for_stop(rt: &ChildRuntime, bucket: c_int) -> StopMode {
             GOT_SIGTERM.store(false, Ordering::SeqCst);
             return asked;
         }
-        if GOT_SIGTERM.swap(false, Ordering::SeqCst) {
-            return StopMode::Ungraceful;
-        }
+        // A bare SIGTERM (someone signalling the child directly) changes nothing, as with
+        // the stock worker: the parent stops children through the pipe of death. Once a stop
+        // is under way, though, the parent's SIGTERM means "now" (see join_threads).
+        GOT_SIGTERM.store(false, Ordering::SeqCst);
         match rv {
             sys::ap_podx_restart_t_AP_MPM_PODX_GRACEFUL => return StopMode::Graceful,
             sys::ap_podx_restart_t_AP_MPM_PODX_RESTART => return StopMode::Ungraceful,

@@ -171,8 +171,17 @@ pub enum QueueKind {
 /// warning, in `check_config`; garbage is an error naming the directive.
 fn parse_int(name: &str, arg: &str) -> Result<c_int, String> {
     let t = arg.trim();
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
     match t.parse::<i64>() {
         Ok(v) => Ok(v.clamp(c_int::MIN as i64, c_int::MAX as i64) as c_int),
+        // All digits but beyond i64: saturate, and let check_config warn and clamp.
+        Err(_) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(if t.starts_with('-') {
+                c_int::MIN
+            } else {
+                c_int::MAX
+            })
+        }
         Err(_) => Err(format!("{name} takes an integer argument, not '{arg}'")),
     }
 }

@@ -115,6 +115,8 @@ fn process_socket(
         if !c.is_null() {
             (*c).current_thread = thd;
             sys::ap_process_connection(c, sock as *mut c_void);
+            // Unpublish the descriptor before the close below frees its number.
+            fd_slot.store(-1, Ordering::SeqCst);
             sys::ap_lingering_close(c);
         }
         fd_slot.store(-1, Ordering::SeqCst);
