@@ -297,64 +297,53 @@ pub unsafe fn check_config(r: &mut retained::Retained, startup: bool) -> c_int {
         }
     };
 
-    if s.server_limit > MAX_SERVER_LIMIT {
-        warn((300, 301), format!(
-            "ServerLimit of {} exceeds compile-time limit of {MAX_SERVER_LIMIT} servers, decreasing to {MAX_SERVER_LIMIT}.",
-            s.server_limit
-        ));
-        s.server_limit = MAX_SERVER_LIMIT;
-    } else if s.server_limit < 1 {
-        warn(
-            (302, 303),
-            format!(
-                "ServerLimit of {} not allowed, increasing to 1.",
-                s.server_limit
-            ),
-        );
-        s.server_limit = 1;
-    }
-    // ServerLimit sizes the shared scoreboard once: later changes wait for a full stop.
-    if r.first_server_limit == 0 {
-        r.first_server_limit = s.server_limit;
-    } else if s.server_limit != r.first_server_limit {
-        warn(
-            (304, 304),
-            format!(
-                "changing ServerLimit to {} from original value of {} not allowed during restart",
-                s.server_limit, r.first_server_limit
-            ),
-        );
-        s.server_limit = r.first_server_limit;
-    }
-
-    if s.thread_limit > MAX_THREAD_LIMIT {
-        warn((305, 306), format!(
-            "ThreadLimit of {} exceeds compile-time limit of {MAX_THREAD_LIMIT} threads, decreasing to {MAX_THREAD_LIMIT}.",
-            s.thread_limit
-        ));
-        s.thread_limit = MAX_THREAD_LIMIT;
-    } else if s.thread_limit < 1 {
-        warn(
-            (307, 308),
-            format!(
-                "ThreadLimit of {} not allowed, increasing to 1.",
-                s.thread_limit
-            ),
-        );
-        s.thread_limit = 1;
-    }
-    if r.first_thread_limit == 0 {
-        r.first_thread_limit = s.thread_limit;
-    } else if s.thread_limit != r.first_thread_limit {
-        warn(
-            (309, 309),
-            format!(
-                "changing ThreadLimit to {} from original value of {} not allowed during restart",
-                s.thread_limit, r.first_thread_limit
-            ),
-        );
-        s.thread_limit = r.first_thread_limit;
-    }
+    // ServerLimit and ThreadLimit size the shared scoreboard once: clamp them to their
+    // hard limits, then pin them to their first values (later changes wait for a full stop).
+    let scoreboard_limit = |value: &mut c_int,
+                            first: &mut c_int,
+                            name: &str,
+                            unit: &str,
+                            max: c_int,
+                            ids: [u32; 5]| {
+        if *value > max {
+            warn(
+                (ids[0], ids[1]),
+                format!("{name} of {value} exceeds compile-time limit of {max} {unit}, decreasing to {max}."),
+            );
+            *value = max;
+        } else if *value < 1 {
+            warn(
+                (ids[2], ids[3]),
+                format!("{name} of {value} not allowed, increasing to 1."),
+            );
+            *value = 1;
+        }
+        if *first == 0 {
+            *first = *value;
+        } else if *value != *first {
+            warn(
+                (ids[4], ids[4]),
+                format!("changing {name} to {value} from original value of {first} not allowed during restart"),
+            );
+            *value = *first;
+        }
+    };
+    scoreboard_limit(
+        &mut s.server_limit,
+        &mut r.first_server_limit,
+        "ServerLimit",
+        "servers",
+        MAX_SERVER_LIMIT,
+        [300, 301, 302, 303, 304],
+    );
+    scoreboard_limit(
+        &mut s.thread_limit,
+        &mut r.first_thread_limit,
+        "ThreadLimit",
+        "threads",
+        MAX_THREAD_LIMIT,
+        [305, 306, 307, 308, 309],
+    );
 
     if s.threads_per_child > s.thread_limit {
         warn((310, 311), format!(
