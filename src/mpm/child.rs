@@ -271,7 +271,9 @@ fn clean_exit(rt: Option<&ChildRuntime>, pchild: Option<Pool>, code: c_int) -> !
 pub unsafe fn main(slot: c_int, bucket: c_int) -> ! {
     let st = *settings();
     let g = generation();
-    let r = retained::get_or_create_in_child();
+    // SAFETY: single-threaded here; the parent created the block before forking (in -X
+    // mode this is the parent).
+    let r = unsafe { retained::get_or_create() };
     let m = r.mpm();
     m.mpm_state = sys::AP_MPMQ_STARTING as c_int;
     if !st.one_process {

@@ -21,11 +21,9 @@ fn apr_eintr(rv: sys::apr_status_t) -> bool {
     rv == libc::EINTR
 }
 
-/// Waits until one of several listeners is readable (round-robin over ready ones).
-/// Returns None when interrupted (the caller re-checks whether to exit).
-fn poll_listeners(rt: &ChildRuntime, next: &mut usize) -> Option<*mut sys::ap_listen_rec> {
-    let mut fds: Vec<libc::pollfd> = rt
-        .listeners
+/// The poll set over this bucket's listeners (index i = `rt.listeners[i]`), built once.
+fn listener_pollfds(rt: &ChildRuntime) -> Vec<libc::pollfd> {
+    rt.listeners
         .iter()
         .map(|&lr| {
             let mut fd: sys::apr_os_sock_t = -1;
@@ -37,7 +35,19 @@ fn poll_listeners(rt: &ChildRuntime, next: &mut usize) -> Option<*mut sys::ap_li
                 revents: 0,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Waits until one of several listeners is readable (round-robin over ready ones).
+/// Returns None when interrupted (the caller re-checks whether to exit).
+fn poll_listeners(
+    rt: &ChildRuntime,
+    fds: &mut [libc::pollfd],
+    next: &mut usize,
+) -> Option<*mut sys::ap_listen_rec> {
+    for p in fds.iter_mut() {
+        p.revents = 0;
+    }
     // SAFETY: fds is a valid array of pollfd.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
     if n <= 0 {
@@ -67,6 +77,7 @@ pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -
     let mut ptrans: Option<Pool> = None;
     let mut have_idle_worker = false;
     let mut next_listener = 0usize;
+    let mut pollfds = listener_pollfds(rt);
     let mut self_stop = StopMode::None;
     // SAFETY: reading core's MaxMemFree (bytes).
     let max_mem_free = unsafe { sys::ap_max_mem_free } as usize;
@@ -102,7 +113,7 @@ pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -
         let lr = if rt.listeners.len() == 1 {
             Some(rt.listeners[0])
         } else {
-            poll_listeners(rt, &mut next_listener)
+            poll_listeners(rt, &mut pollfds, &mut next_listener)
         };
         let mut accepted: *mut c_void = ptr::null_mut();
         let mut rv: sys::apr_status_t = 0;

@@ -25,10 +25,6 @@ const SCOREBOARD_FULL_CYCLES: c_int = 10;
 /// Signalled deaths respawned at once before falling back to maintenance pacing.
 const MAX_SIGNAL_RESPAWNS: c_int = 3;
 
-fn mpm_state(r: &Retained) -> &'static mut sys::ap_unixd_mpm_retained_data {
-    r.mpm()
-}
-
 fn pending(r: &Retained) -> (bool, bool) {
     let m = r.mpm();
     // SAFETY: volatile reads of flags written by unixd's signal handlers.
@@ -57,7 +53,7 @@ pub unsafe extern "C" fn run(
 
 unsafe fn run_generation(pconf: *mut sys::apr_pool_t, s: *mut sys::server_rec) -> c_int {
     let r = unsafe { retained::get_or_create() };
-    let m = mpm_state(r);
+    let m = r.mpm();
     let one_process = settings().one_process;
 
     // SAFETY: exported httpd globals and functions, called from the parent's main thread.

@@ -4,8 +4,12 @@
 
 use std::os::raw::c_int;
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::sys;
+
+/// Address of the retained block once known (see [`get`]).
+static CACHED: AtomicPtr<Retained> = AtomicPtr::new(ptr::null_mut());
 
 /// Key under which httpd keeps our retained block.
 const KEY: &std::ffi::CStr = c"mpm_rworker_module";
@@ -66,10 +70,20 @@ pub unsafe fn get_or_create() -> &'static mut Retained {
 
 /// The retained block if pre_config already created it (null-safe for `ap_mpm_query`,
 /// which httpd may call before pre_config, e.g. for `apache2 -V`).
+///
+/// `ap_mpm_query(MPM_STATE)` runs between every two keep-alive requests, so the block's
+/// address is remembered after the first lookup instead of hashing the key each time. The
+/// block lives in ap_pglobal until exit, so the remembered address never dangles; a fresh
+/// mapping of the DSO starts with null and looks it up again.
 pub fn get() -> Option<&'static mut Retained> {
-    // SAFETY: lookup only; the block, if any, lives until exit.
+    let mut p = CACHED.load(Ordering::Acquire);
+    if p.is_null() {
+        // SAFETY: lookup only.
+        p = unsafe { sys::ap_retained_data_get(KEY.as_ptr()) } as *mut Retained;
+        CACHED.store(p, Ordering::Release);
+    }
+    // SAFETY: the block, if any, lives until exit.
     unsafe {
-        let p = sys::ap_retained_data_get(KEY.as_ptr()) as *mut Retained;
         if p.is_null() || (*p).mpm.is_null() {
             None
         } else {
@@ -117,11 +131,4 @@ impl Retained {
         // SAFETY: ensure_spawn_rates sized the array for every bucket in use.
         unsafe { &mut *self.idle_spawn_rate.add(bucket) }
     }
-}
-
-/// The retained block in a child (inherited across fork from the parent, where
-/// pre_config created it).
-pub fn get_or_create_in_child() -> &'static mut Retained {
-    // SAFETY: the parent created the block before forking; in -X mode it is the parent.
-    unsafe { get_or_create() }
 }
