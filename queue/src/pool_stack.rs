@@ -8,26 +8,39 @@
 //!   lives, so reading a stale node's `next` is always a valid (atomic) read;
 //! * there are two Treiber stacks (R. K. Treiber, IBM RJ 5118, 1986) of slot *indices*: `free`
 //!   (empty slots) and `full` (slots holding a pool). Each head is a 64-bit word packing the top
-//!   index with a *version tag* that every successful push or pop increments (the IBM System/370
-//!   "tagged pointer" remedy), so a CAS made from a stale read of the head always fails.
+//!   index, the stack's length, and a *version tag* that every successful push or pop increments
+//!   (the IBM System/370 "tagged pointer" remedy), so a CAS made from a stale read of the head
+//!   fails unless exactly a multiple of 2^23 operations hit that head in between *and* left the
+//!   same top index and length (a thread preempted between two adjacent instructions for the
+//!   ~0.4 s those operations take at the very least, then matching 40 more bits).
+//!
+//! Keeping the length in the head word makes [`PoolStack::len`] exact at no cost: a separate
+//! counter was one more contended read-modify-write per push and pop (and ~15 % of the hand-off
+//! time in the queue benchmark).
 //!
 //! `free_idle_pools` closes the `full` stack with a flag bit in its head word and takes the whole
 //! chain in one swap, so a pool is either returned to the closer or refused to its pusher.
 //!
 //! [`QueueInfo`]: crate::QueueInfo
 
-use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use std::mem::MaybeUninit;
 
+/// Head-word bits 0..20: the index of the top slot, or [`NIL`].
+const INDEX_MASK: u64 = (1 << 20) - 1;
 /// Index value meaning "no slot" (empty stack / end of chain).
-const NIL: u32 = u32::MAX;
-/// Head-word bits 0..32: the index of the top slot, or [`NIL`].
-const INDEX_MASK: u64 = 0xFFFF_FFFF;
-/// Head-word bit 32: the stack is closed (only ever set on `full`).
-const CLOSED: u64 = 1 << 32;
-/// Head-word bits 33..64: the version tag; adding this increments it (wrapping).
-const TAG_ONE: u64 = 1 << 33;
+const NIL: u32 = INDEX_MASK as u32;
+/// The most slots a stack can have (httpd's ThreadLimit is at most 100000 for worker).
+const MAX_BOUND: usize = NIL as usize;
+/// Head-word bits 20..40: how many slots the stack holds; adding this increments it.
+const LEN_ONE: u64 = 1 << 20;
+/// The length field.
+const LEN_MASK: u64 = ((1 << 20) - 1) << 20;
+/// Head-word bit 40: the stack is closed (only ever set on `full`).
+const CLOSED: u64 = 1 << 40;
+/// Head-word bits 41..64: the version tag; adding this increments it (wrapping).
+const TAG_ONE: u64 = 1 << 41;
 
 /// One slot of the node array.
 struct Node<P> {
@@ -42,17 +55,15 @@ struct Node<P> {
 
 /// Bounded, ABA-safe LIFO stack of pools. Used by [`crate::QueueInfo`].
 pub(crate) struct PoolStack<P> {
-    /// Top of the stack of slots holding a pool (index | CLOSED | tag). Invariant: the chain from
-    /// here through `next` lists exactly the slots whose value is initialised and not owned by a
-    /// thread; once CLOSED is set, the index is NIL forever.
+    /// Top of the stack of slots holding a pool (index | length | CLOSED | tag). Invariant: the
+    /// chain from here through `next` lists exactly the slots whose value is initialised and not
+    /// owned by a thread, and the length field counts them; once CLOSED is set, the index is NIL
+    /// and the length 0 forever.
     full: CachePadded<AtomicU64>,
-    /// Top of the stack of empty slots (index | tag). Never closed.
+    /// Top of the stack of empty slots (index | length | tag). Never closed.
     free: CachePadded<AtomicU64>,
     /// The slots; their number is the bound.
     nodes: Box<[Node<P>]>,
-    /// Pools currently held, counted up *before* a pool becomes poppable and down after it was
-    /// popped, so it never underflows; may briefly exceed the true number.
-    count: AtomicUsize,
 }
 
 // SAFETY: the stack owns the pools in its slots and hands each one to exactly one thread (the
@@ -62,16 +73,23 @@ unsafe impl<P: Send> Send for PoolStack<P> {}
 // slot's current owner.
 unsafe impl<P: Send> Sync for PoolStack<P> {}
 
-/// The new head word after linking `index` on top of `old` (same CLOSED bit, tag + 1).
+/// The new head word after linking `index` on top of `old`: length + 1, same CLOSED bit, tag + 1.
 #[inline]
-fn retag(old: u64, index: u32) -> u64 {
-    ((old & !INDEX_MASK).wrapping_add(TAG_ONE)) | u64::from(index)
+fn pushed(old: u64, index: u32) -> u64 {
+    ((old & !INDEX_MASK) + LEN_ONE).wrapping_add(TAG_ONE) | u64::from(index)
+}
+
+/// The new head word after unlinking the top of `old`, leaving `next` on top: length - 1, same
+/// CLOSED bit, tag + 1. Only called on a non-empty stack, so the length does not underflow.
+#[inline]
+fn popped(old: u64, next: u32) -> u64 {
+    ((old & !INDEX_MASK) - LEN_ONE).wrapping_add(TAG_ONE) | u64::from(next)
 }
 
 impl<P: Send> PoolStack<P> {
-    /// A stack with room for `bound` pools (clamped below `u32::MAX`).
+    /// A stack with room for `bound` pools (clamped to 2^20 - 1).
     pub(crate) fn new(bound: usize) -> Self {
-        let bound = bound.min(NIL as usize - 1);
+        let bound = bound.min(MAX_BOUND);
         let nodes: Box<[Node<P>]> = (0..bound)
             .map(|i| Node {
                 // Initially every slot is on `free`, in index order.
@@ -82,9 +100,8 @@ impl<P: Send> PoolStack<P> {
         let free_top = if bound > 0 { 0 } else { u64::from(NIL) };
         Self {
             full: CachePadded::new(AtomicU64::new(u64::from(NIL))),
-            free: CachePadded::new(AtomicU64::new(free_top)),
+            free: CachePadded::new(AtomicU64::new(free_top | (bound as u64 * LEN_ONE))),
             nodes,
-            count: AtomicUsize::new(0),
         }
     }
 
@@ -105,7 +122,7 @@ impl<P: Send> PoolStack<P> {
             // Acquire on failure: the new `cur` is used like the initial load.
             match head.compare_exchange_weak(
                 cur,
-                retag(cur, next),
+                popped(cur, next),
                 Ordering::Acquire,
                 Ordering::Acquire,
             ) {
@@ -131,7 +148,7 @@ impl<P: Send> PoolStack<P> {
             // read out) to whoever pops it with Acquire.
             match head.compare_exchange_weak(
                 cur,
-                retag(cur, index),
+                pushed(cur, index),
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
@@ -156,13 +173,10 @@ impl<P: Send> PoolStack<P> {
             // holds no value (its last reader pushed it there after reading).
             unsafe { p.write(MaybeUninit::new(pool)) }
         });
-        // Relaxed: a statistic; incremented before the slot becomes poppable (see `count`).
-        self.count.fetch_add(1, Ordering::Relaxed);
         if self.push_index(&self.full, index).is_ok() {
             return Ok(());
         }
         // Closed meanwhile: take the pool back out and return the slot.
-        self.count.fetch_sub(1, Ordering::Relaxed);
         let pool = node.value.with_mut(|p| {
             // SAFETY: we still own the slot (the push to `full` failed) and initialised it above.
             unsafe { p.read().assume_init() }
@@ -181,7 +195,6 @@ impl<P: Send> PoolStack<P> {
         });
         // `free` is never closed, so this cannot fail.
         let _ = self.push_index(&self.free, index);
-        self.count.fetch_sub(1, Ordering::Relaxed);
         Some(pool)
     }
 
@@ -191,7 +204,8 @@ impl<P: Send> PoolStack<P> {
         // Release); the CLOSED bit makes every later push fail and every later pop see empty.
         let mut cur = self.full.load(Ordering::Relaxed);
         let old = loop {
-            let closed = ((cur & !INDEX_MASK).wrapping_add(TAG_ONE)) | CLOSED | u64::from(NIL);
+            let closed =
+                ((cur & !(INDEX_MASK | LEN_MASK)).wrapping_add(TAG_ONE)) | CLOSED | u64::from(NIL);
             match self
                 .full
                 .compare_exchange_weak(cur, closed, Ordering::AcqRel, Ordering::Relaxed)
@@ -214,13 +228,13 @@ impl<P: Send> PoolStack<P> {
             let _ = self.push_index(&self.free, index);
             index = next;
         }
-        self.count.fetch_sub(pools.len(), Ordering::Relaxed);
         pools
     }
 
-    /// How many pools are held (a snapshot).
+    /// How many pools are held (a snapshot, exact at the moment of the load).
     pub(crate) fn len(&self) -> usize {
-        self.count.load(Ordering::Relaxed)
+        // Relaxed: a statistic.
+        ((self.full.load(Ordering::Relaxed) & LEN_MASK) / LEN_ONE) as usize
     }
 
     /// Whether the stack has been closed.
