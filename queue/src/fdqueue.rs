@@ -94,8 +94,10 @@ enum Dequeue<T> {
     Item(T),
     /// Nothing claimed beyond `head`.
     Empty,
-    /// A producer claimed the head slot but has not published it yet; it will wake a sleeper
-    /// when it does, so a popper may treat this as empty and park.
+    /// A producer claimed the head slot but has not published it yet. It will wake a sleeper
+    /// when it does, so a popper may treat this as empty and park. (The wake that brought the
+    /// popper here may have been meant for a later, already published slot; the popper that
+    /// takes this one passes that wake on: see the end of `pop_in_epoch`.)
     Pending,
     /// Empty and terminated.
     Closed,
@@ -428,12 +430,30 @@ impl<T: Send> FdQueue<T> {
                 break Err(PopError::Interrupted);
             }
             parked.get_or_insert_with(|| self.spin.park_start());
-            self.seq.wait(seen);
+            // A relied-on wake token (see `parker`) is honoured by the hand-on below, which every
+            // popper that slept runs anyway.
+            let _owed = self.seq.wait(seen);
         };
         // Relaxed: a late decrement only costs a pusher one wasted wake call.
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        let slept = parked.is_some();
         if let Some(start) = parked {
             self.spin.parked(start);
+        }
+        // Hand the wake on. A popper that slept and now leaves with an item wakes the next
+        // sleeper if more items are queued behind it. Two kinds of wake would be lost without
+        // this: (1) a push that skipped its own wake because ours was in flight (the wake token
+        // in `parker`): our re-check ran after we took the token back, so its item is ours or
+        // still queued; (2) a wake that found only a `Pending` head (two pushers: the later
+        // slot published first) and went back to sleep: once the head is published, its pusher
+        // wakes a sleeper; if a popper that slept takes the head, it hands the wake on here; if
+        // one that never slept takes it, the sleeper woken for the head finds the later item.
+        // A popper that never slept consumed no wake and owes none. Costs two loads in the slow
+        // path only; a wake it sends while another is in flight makes no system call. The loom
+        // models `two_poppers_two_pushes` (1) and `relied_on_token_passes_the_wake_on` (2)
+        // deadlock without it.
+        if slept && result.is_ok() && self.has_queued() {
+            self.wake_one_popper();
         }
         // Pass the wake on after term. Several poppers can sleep on a slot that a push claimed
         // before `term` but publishes after it; the push wakes only one of them, and nothing
@@ -448,6 +468,12 @@ impl<T: Send> FdQueue<T> {
             self.seq.wake_all();
         }
         result
+    }
+
+    /// Whether any position between head and tail is claimed (published or not). SeqCst loads:
+    /// read after the caller's SeqCst token swap, they see every push whose wake relied on it.
+    fn has_queued(&self) -> bool {
+        self.tail.load(Ordering::SeqCst) & !self.mark_bit != self.head.load(Ordering::SeqCst)
     }
 
     /// Takes the oldest connection without blocking.

@@ -81,6 +81,12 @@ impl<P: Send> QueueInfo<P> {
         // (waiters += 1, fence, re-check idlers). One side always sees the other, so the
         // listener either finds this idler or is woken.
         self.idlers.fetch_add(1, Ordering::SeqCst);
+        self.wake_waiter();
+    }
+
+    /// The wake half of the handshake, run after an idler was counted.
+    #[inline]
+    fn wake_waiter(&self) {
         fence(Ordering::SeqCst);
         // Relaxed: ordered by the fence above.
         if self.waiters.load(Ordering::Relaxed) != 0 {
@@ -130,6 +136,8 @@ impl<P: Send> QueueInfo<P> {
         }
         // Slow path: register, then re-check, then park (see `set_idle` for the handshake).
         self.waiters.fetch_add(1, Ordering::SeqCst);
+        // Whether a set_idle relied on a wake token this waiter took back (see `parker`).
+        let mut owed_wake = false;
         let result = loop {
             fence(Ordering::SeqCst);
             // Read the word before re-checking: a set_idle or term after this makes wait return.
@@ -142,10 +150,15 @@ impl<P: Send> QueueInfo<P> {
             if self.reserve() {
                 break Ok(true);
             }
-            self.seq.wait(seen);
+            owed_wake |= self.seq.wait(seen);
         };
         // Relaxed: a late decrement only costs a set_idle one wasted wake call.
         self.waiters.fetch_sub(1, Ordering::Relaxed);
+        // A set_idle skipped its wake because ours was in flight: if idlers are left after our
+        // reservation, another waiting listener (the contended case) may need one of them.
+        if owed_wake && result.is_ok() && self.idlers.load(Ordering::SeqCst) != 0 {
+            self.wake_waiter();
+        }
         result
     }
 
@@ -373,7 +386,10 @@ mod tests {
             })
             .collect();
         let got: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        let counted = qi.recycled_pools();
         let left = qi.free_idle_pools().len() as u64;
         assert_eq!(got + left, 40_000);
+        assert_eq!(counted as u64, left, "the length kept in the head word is exact");
+        assert_eq!(qi.recycled_pools(), 0);
     }
 }

@@ -12,9 +12,15 @@ use rworker_queue::{FdQueue, PopError, PushError, QueueInfo, Terminated};
 
 /// Runs `f` under loom with a preemption bound (3 unless `LOOM_MAX_PREEMPTIONS` says otherwise).
 fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+    model_bounded(3, f);
+}
+
+/// Runs `f` under loom with preemption bound `bound` unless `LOOM_MAX_PREEMPTIONS` says
+/// otherwise. The four-thread models use 2 to keep the suite within CI time.
+fn model_bounded<F: Fn() + Sync + Send + 'static>(bound: usize, f: F) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
+        builder.preemption_bound = Some(bound);
     }
     builder.check(f);
 }
@@ -68,6 +74,32 @@ fn two_poppers_two_pushes() {
             .collect();
         q.push(1u32).unwrap();
         q.push(2u32).unwrap();
+        let mut got: Vec<u32> = poppers.into_iter().map(|h| h.join().unwrap()).collect();
+        got.sort();
+        assert_eq!(got, [1, 2]);
+    });
+}
+
+/// Two pushers and two poppers: the wake token's hard case. A push whose wake finds nobody in
+/// the kernel yet (its sleeper is still on the way in) must take the token back, and if another
+/// push relied on it meanwhile, wake on that push's behalf; a popper that takes back a relied-on
+/// token must pass the wake on while items are left. Every item reaches exactly one popper.
+/// Four threads, so preemption bound 2 (about 30 s; bound 3 takes several minutes: run it with
+/// `LOOM_MAX_PREEMPTIONS=3 queue/loom.sh relied_on` after touching the wake protocol).
+#[test]
+fn relied_on_token_passes_the_wake_on() {
+    model_bounded(2, || {
+        let q = Arc::new(FdQueue::new(2));
+        let poppers: Vec<_> = (0..2)
+            .map(|_| {
+                let q = q.clone();
+                thread::spawn(move || q.pop().unwrap())
+            })
+            .collect();
+        let q2 = q.clone();
+        let pusher = thread::spawn(move || q2.push(2u32).unwrap());
+        q.push(1u32).unwrap();
+        pusher.join().unwrap();
         let mut got: Vec<u32> = poppers.into_iter().map(|h| h.join().unwrap()).collect();
         got.sort();
         assert_eq!(got, [1, 2]);
