@@ -7,7 +7,8 @@
 //! `cargo bench -p rworker-queue --bench handoff` prints one table. Environment knobs:
 //! `HANDOFFS` (per run, default 200000), `RUNS` (median of, default 5), `WORK` (spin
 //! iterations a worker "processes" per connection, default 50), `IMPLS` (which of a, b, c to
-//! run, default `abc`).
+//! run, default `abc`), `CASES` (comma-separated `PxN` producer x worker pairs to run, e.g.
+//! `1x4,4x8`; default all).
 //!
 //! The pattern is worker.c's: listener = `wait_for_idler`, `pop_pool` (or make a pool), push
 //! the connection; worker = `set_idle`, pop, process, `push_pool`.
@@ -601,6 +602,10 @@ fn main() {
         .collect();
     cases.push(("contended", 4, 8));
     cases.push(("contended", 4, 16));
+    let only: String = env_or("CASES", String::new());
+    if !only.is_empty() {
+        cases.retain(|(_, p, n)| only.split(',').any(|c| c.trim() == format!("{p}x{n}")));
+    }
     for (name, p, n) in cases {
         let skip = || Summary {
             ops: f64::NAN,
