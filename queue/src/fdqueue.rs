@@ -293,7 +293,15 @@ impl<T: Send> FdQueue<T> {
         // Relaxed: ordered by the fence above.
         if self.sleepers.load(Ordering::Relaxed) != 0 {
             self.seq.bump();
-            self.seq.wake_one();
+            // A push that claimed its slot before `term` and publishes after it wakes every
+            // sleeper: they must all come to see Terminated, and a single wake (or a spinner
+            // relied on) may be taken by a popper that never pops again. Relaxed: ordered by
+            // the fence above; only a push racing term pays for the wake-all.
+            if self.tail.load(Ordering::Relaxed) & self.mark_bit != 0 {
+                self.seq.wake_all();
+            } else {
+                self.seq.wake_one();
+            }
         }
     }
 
@@ -392,20 +400,51 @@ impl<T: Send> FdQueue<T> {
 
     /// `pop`, for a call that began in interrupt epoch `epoch`.
     fn pop_in_epoch(&self, epoch: usize) -> Result<T, PopError> {
-        // Fast path and bounded spin: a worker that is about to be fed should not pay for a
-        // park/wake pair (two system calls) — but only while spinning pays off (see
-        // `adaptive_spin`): an httpd child's idle workers mostly wait far longer than a spin.
-        let rounds = if self.spin.should_spin() {
-            WAIT_ROUNDS
-        } else {
-            1
-        };
-        for round in 0..rounds {
-            match self.dequeue() {
-                Dequeue::Item(item) => return Ok(item),
-                Dequeue::Closed => return Err(PopError::Terminated),
-                Dequeue::Empty | Dequeue::Pending if rounds > 1 => spin(round),
-                Dequeue::Empty | Dequeue::Pending => {}
+        // Fast path: an item is there.
+        match self.dequeue() {
+            Dequeue::Item(item) => return Ok(item),
+            Dequeue::Closed => {
+                self.pass_on_after_term();
+                return Err(PopError::Terminated);
+            }
+            Dequeue::Empty | Dequeue::Pending => {}
+        }
+        // Bounded spin: a worker that is about to be fed should not pay for a park/wake pair
+        // (two system calls and two context switches), but only while spinning pays off (see
+        // `adaptive_spin`: an httpd child's idle workers mostly wait far longer than a spin),
+        // and only one popper at a time: the spinner holds the wake token (see `parker`), so a
+        // push while it spins wakes nobody; it relies on the spinner, which hands a wake on if
+        // it leaves items behind. Other poppers park at once instead of burning the CPU the
+        // listener needs.
+        let mut owe_hand_on = false;
+        if self.spin.should_spin() {
+            let holds_token = self.seq.try_hold_token();
+            let mut got = None;
+            for round in 0..WAIT_ROUNDS {
+                spin(round);
+                match self.dequeue() {
+                    Dequeue::Item(item) => {
+                        got = Some(Ok(item));
+                        break;
+                    }
+                    Dequeue::Closed => {
+                        got = Some(Err(PopError::Terminated));
+                        break;
+                    }
+                    Dequeue::Empty | Dequeue::Pending => {}
+                }
+            }
+            // Give the token back before any re-check below: that re-check then sees the item
+            // of every push that relied on us.
+            owe_hand_on = holds_token && self.seq.release_token();
+            if let Some(result) = got {
+                if owe_hand_on || result.is_err() {
+                    if result.is_ok() && self.has_queued() {
+                        self.wake_one_popper();
+                    }
+                    self.pass_on_after_term();
+                }
+                return result;
             }
         }
 
@@ -432,7 +471,7 @@ impl<T: Send> FdQueue<T> {
             parked.get_or_insert_with(|| self.spin.park_start());
             // A relied-on wake token (see `parker`) is honoured by the hand-on below, which every
             // popper that slept runs anyway.
-            let _owed = self.seq.wait(seen);
+            owe_hand_on |= self.seq.wait(seen);
         };
         // Relaxed: a late decrement only costs a pusher one wasted wake call.
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
@@ -452,22 +491,29 @@ impl<T: Send> FdQueue<T> {
         // path only; a wake it sends while another is in flight makes no system call. The loom
         // models `two_poppers_two_pushes` (1) and `relied_on_token_passes_the_wake_on` (2)
         // deadlock without it.
-        if slept && result.is_ok() && self.has_queued() {
+        if (slept || owe_hand_on) && result.is_ok() && self.has_queued() {
             self.wake_one_popper();
         }
-        // Pass the wake on after term. Several poppers can sleep on a slot that a push claimed
-        // before `term` but publishes after it; the push wakes only one of them, and nothing
-        // will bump the word again, yet every one must come to see Terminated. So a popper
-        // leaving a terminated queue bumps and wakes all. (Found by the stress test
-        // `term_loses_nothing`; the loom model `term_with_two_poppers_and_a_publishing_push`
-        // deadlocks without it.) Acquire in `is_terminated`: the mark is visible here because
-        // this popper's wake came through the word, whose bumps form a release sequence
-        // headed by term's own bump. Costs nothing before term.
+        self.pass_on_after_term();
+        result
+    }
+
+    /// Passes the wake on after term. Several poppers can sleep on a slot that a push claimed
+    /// before `term` but publishes after it; the push wakes at most one of them (or relies on a
+    /// spinner), and nothing will bump the word again, yet every one must come to see
+    /// Terminated. So a popper that leaves a terminated queue after sleeping, spinning for a
+    /// relying push, or seeing it closed bumps and wakes all. (Found by the stress test
+    /// `term_loses_nothing`; the loom model `term_with_two_poppers_and_a_publishing_push`
+    /// deadlocks without it.) Acquire in `is_terminated`: the mark is visible here because
+    /// this popper's wake came through the word, whose bumps form a release sequence headed by
+    /// term's own bump, or through the token, which the relying push moved after term. Costs
+    /// one load before term, and no system call while nobody is parked.
+    #[cold]
+    fn pass_on_after_term(&self) {
         if self.is_terminated() {
             self.seq.bump();
             self.seq.wake_all();
         }
-        result
     }
 
     /// Whether any position between head and tail is claimed (published or not). SeqCst loads:

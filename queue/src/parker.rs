@@ -25,7 +25,10 @@
 //!    *relied on* and returns; whichever thread leaves `wait` next takes the token back, and if
 //!    it was relied on, tells its caller to pass a wake on once it has re-checked (the caller
 //!    knows whether work is left; see [`SeqWord::wait`]). This is the "one searching worker"
-//!    idea of Go's and tokio's schedulers, reduced to a three-state word.
+//!    idea of Go's and tokio's schedulers, reduced to a three-state word. A waiter about to spin
+//!    takes the token too (only if free): a spinner will see the next item by itself, so wakers
+//!    rely on it instead of waking a sleeper that would find nothing, and only one waiter spins
+//!    at a time.
 
 use crate::sync::{fence, AtomicU32, AtomicUsize, Ordering};
 use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
@@ -33,7 +36,6 @@ use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
 /// Wake token: no wake in flight.
 const TOKEN_FREE: u32 = 0;
 /// Wake token: a `FUTEX_WAKE` was issued and its wakee has not taken the token back yet.
-#[allow(dead_code)] // named for the docs; the code tests `== TOKEN_FREE` and `>= TOKEN_RELIED_ON`
 const TOKEN_IN_FLIGHT: u32 = 1;
 /// Wake token, this value and above: in flight, and (value - 1) wakers skipped their own wake
 /// because of it.
@@ -149,6 +151,34 @@ impl SeqWord {
         fence(Ordering::SeqCst);
         // Relaxed: ordered by the fence above.
         self.parked.load(Ordering::Relaxed) != 0
+    }
+
+    /// Takes the wake token for a waiter about to spin, only if it is free: a spinning waiter
+    /// is as good as a wake in flight (it will see the next item), so wakers rely on it instead
+    /// of waking a sleeper, and only one waiter spins at a time. `true`: the caller holds the
+    /// token and must give it back with [`SeqWord::release_token`] when it stops spinning.
+    #[inline]
+    pub(crate) fn try_hold_token(&self) -> bool {
+        // SeqCst RMW on success, like every token transition (see `take_token`); Relaxed on
+        // failure: we only learn that someone else holds it.
+        self.waking
+            .compare_exchange(
+                TOKEN_FREE,
+                TOKEN_IN_FLIGHT,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Gives back a token taken with [`SeqWord::try_hold_token`]. Returns `true` when a waker
+    /// relied on it: the caller must re-check *after* this call (the swap synchronises with the
+    /// relying waker) and hand a wake on if work is left for others, exactly like a thread
+    /// leaving [`SeqWord::wait`].
+    #[inline]
+    #[must_use = "a relied-on wake token must be passed on"]
+    pub(crate) fn release_token(&self) -> bool {
+        self.waking.swap(TOKEN_FREE, Ordering::SeqCst) >= TOKEN_RELIED_ON
     }
 
     /// Takes the wake token if it is free (`true`: the caller must wake). If a wake is already
@@ -293,7 +323,10 @@ mod tests {
     fn token_in_flight_then_relied_on_then_owed_to_the_leaver() {
         let w = SeqWord::new();
         assert!(w.take_token(), "a free token is taken");
-        assert!(!w.take_token(), "a second waker relies on the one in flight");
+        assert!(
+            !w.take_token(),
+            "a second waker relies on the one in flight"
+        );
         assert!(!w.take_token(), "and so does a third");
         // A thread leaving `wait` (here: the word moved before it could sleep) takes it back
         // and learns that wakers relied on it.
@@ -301,7 +334,10 @@ mod tests {
         w.bump();
         assert!(w.wait(seen), "the leaver owes a hand-on");
         assert!(w.take_token(), "free again");
-        assert!(!w.wait(w.load().wrapping_sub(1)), "in flight only: nothing owed");
+        assert!(
+            !w.wait(w.load().wrapping_sub(1)),
+            "in flight only: nothing owed"
+        );
     }
 
     #[test]
@@ -323,7 +359,10 @@ mod tests {
         let sleeper = thread::spawn(move || w2.wait(seen));
         let start = Instant::now();
         while w.stats().parks == 0 {
-            assert!(start.elapsed() < Duration::from_secs(5), "sleeper never parked");
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "sleeper never parked"
+            );
             thread::sleep(Duration::from_millis(1));
         }
         thread::sleep(Duration::from_millis(20));
@@ -333,7 +372,11 @@ mod tests {
             w.bump();
             w.wake_one();
         }
-        assert_eq!(w.stats().wakes, 0, "no system call while a wake is in flight");
+        assert_eq!(
+            w.stats().wakes,
+            0,
+            "no system call while a wake is in flight"
+        );
         // Give it back (as the in-flight wakee would) and wake for real.
         let _ = w.waking.swap(TOKEN_FREE, Ordering::SeqCst);
         w.bump();

@@ -207,6 +207,34 @@ fn term_with_two_poppers_and_a_publishing_push() {
     });
 }
 
+/// term racing a publishing push, where the popper that takes the item never pops again (a
+/// worker that exits after its last connection): the other popper must still come to see
+/// Terminated, although the push's wake may have been relied on a spinner.
+#[test]
+fn term_with_a_popper_that_takes_the_last_item_and_leaves() {
+    model(|| {
+        let q = Arc::new(FdQueue::new(2));
+        let qp = q.clone();
+        let pusher = thread::spawn(move || qp.push(1u32).is_ok());
+        let qc = q.clone();
+        let drainer = thread::spawn(move || {
+            let mut got = 0usize;
+            loop {
+                match qc.pop() {
+                    Ok(_) => got += 1,
+                    Err(PopError::Terminated) => return got,
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+        });
+        q.term();
+        let mine = usize::from(q.pop().is_ok());
+        let pushed = pusher.join().unwrap();
+        let got = mine + drainer.join().unwrap();
+        assert_eq!(got, usize::from(pushed));
+    });
+}
+
 /// The listener parks in wait_for_idler; a worker's set_idle wakes it and it reserves the idler.
 #[test]
 fn set_idle_wakes_wait_for_idler() {
