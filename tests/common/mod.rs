@@ -352,6 +352,10 @@ impl Server {
                 })
             {
                 self.parent = self.pid_from_pidfile();
+                // The parent forks its first children after it wrote the pidfile; on a loaded
+                // machine that can lag, and tests count children right away.
+                let forked = wait_until(Duration::from_secs(10), || !self.children().is_empty());
+                assert!(forked, "no child process 10 s after start:\n{}", self.error_log());
                 return;
             }
             let text = format!(
