@@ -27,8 +27,7 @@
 //!    knows whether work is left; see [`SeqWord::wait`]). This is the "one searching worker"
 //!    idea of Go's and tokio's schedulers, reduced to a three-state word. A waiter about to spin
 //!    takes the token too (only if free): a spinner will see the next item by itself, so wakers
-//!    rely on it instead of waking a sleeper that would find nothing, and only one waiter spins
-//!    at a time.
+//!    rely on it instead of waking a sleeper that would find nothing.
 
 use crate::sync::{fence, AtomicU32, AtomicUsize, Ordering};
 use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
@@ -155,8 +154,8 @@ impl SeqWord {
 
     /// Takes the wake token for a waiter about to spin, only if it is free: a spinning waiter
     /// is as good as a wake in flight (it will see the next item), so wakers rely on it instead
-    /// of waking a sleeper, and only one waiter spins at a time. `true`: the caller holds the
-    /// token and must give it back with [`SeqWord::release_token`] when it stops spinning.
+    /// of waking a sleeper. `true`: the caller holds the token and must give it back with
+    /// [`SeqWord::release_token`] when it stops spinning.
     #[inline]
     pub(crate) fn try_hold_token(&self) -> bool {
         // SeqCst RMW on success, like every token transition (see `take_token`); Relaxed on

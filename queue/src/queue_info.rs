@@ -389,7 +389,10 @@ mod tests {
         let counted = qi.recycled_pools();
         let left = qi.free_idle_pools().len() as u64;
         assert_eq!(got + left, 40_000);
-        assert_eq!(counted as u64, left, "the length kept in the head word is exact");
+        assert_eq!(
+            counted as u64, left,
+            "the length kept in the head word is exact"
+        );
         assert_eq!(qi.recycled_pools(), 0);
     }
 }
