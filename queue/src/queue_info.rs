@@ -138,6 +138,8 @@ impl<P: Send> QueueInfo<P> {
         self.waiters.fetch_add(1, Ordering::SeqCst);
         // Whether a set_idle relied on a wake token this waiter took back (see `parker`).
         let mut owed_wake = false;
+        // Whether this waiter slept (and so consumed a wake).
+        let mut slept = false;
         let result = loop {
             fence(Ordering::SeqCst);
             // Read the word before re-checking: a set_idle or term after this makes wait return.
@@ -150,13 +152,18 @@ impl<P: Send> QueueInfo<P> {
             if self.reserve() {
                 break Ok(true);
             }
+            slept = true;
             owed_wake |= self.seq.wait(seen);
         };
         // Relaxed: a late decrement only costs a set_idle one wasted wake call.
         self.waiters.fetch_sub(1, Ordering::Relaxed);
-        // A set_idle skipped its wake because ours was in flight: if idlers are left after our
-        // reservation, another waiting listener (the contended case) may need one of them.
-        if owed_wake && result.is_ok() && self.idlers.load(Ordering::SeqCst) != 0 {
+        // Hand the wake on, as FdQueue's poppers do: if idlers are left after our reservation,
+        // another waiting listener (the contended case) may need one of them. Not only when a
+        // set_idle relied on our token: with several set_idle calls relying on one in-flight
+        // wake, the waiter that takes it back wakes one more, which owes nothing itself yet
+        // may leave a third waiter asleep with idlers to spare (found by an adversarial review
+        // with three waiting listeners). So every waiter that slept hands on.
+        if (slept || owed_wake) && result.is_ok() && self.idlers.load(Ordering::SeqCst) != 0 {
             self.wake_waiter();
         }
         result

@@ -268,6 +268,30 @@ fn two_waiters_two_idlers() {
     });
 }
 
+/// Three listeners park, then three set_idle calls: the first wakes one listener, the next two
+/// rely on its token, the woken listener hands one wake on, and the listener that wake reaches
+/// owes nothing itself, yet must hand on too or the third sleeps while an idler is left (found
+/// by an adversarial review). Four threads: preemption bound 2.
+#[test]
+fn three_waiters_three_idlers() {
+    model_bounded(2, || {
+        let qi = Arc::new(QueueInfo::<()>::new(1));
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let qi = qi.clone();
+                thread::spawn(move || qi.wait_for_idler().is_ok())
+            })
+            .collect();
+        qi.set_idle();
+        qi.set_idle();
+        qi.set_idle();
+        for w in waiters {
+            assert!(w.join().unwrap());
+        }
+        assert_eq!(qi.num_idlers(), 0);
+    });
+}
+
 /// term racing wait_for_idler: the listener always returns; Err(Terminated) unless it reserved
 /// an idler first.
 #[test]
