@@ -371,8 +371,9 @@ impl<T: Send> FdQueue<T> {
     /// Takes the oldest connection, blocking while the queue is empty
     /// (httpd's `ap_queue_pop_socket` / `ap_queue_pop_something`).
     ///
-    /// A worker that finds the queue empty spins a bounded number of rounds (well under a
-    /// microsecond), then parks on a futex until a push, [`FdQueue::interrupt_all`] or
+    /// A worker that finds the queue empty spins a bounded number of rounds (7 rounds of
+    /// `pause`, then 16 `sched_yield`s, and only while spinning pays off), then parks on a
+    /// futex until a push, [`FdQueue::interrupt_all`] or
     /// [`FdQueue::term`] wakes it; spurious wake-ups are absorbed here.
     ///
     /// Errors: [`PopError::Interrupted`] if `interrupt_all` was called after this call began and
@@ -499,12 +500,14 @@ impl<T: Send> FdQueue<T> {
     }
 
     /// Passes the wake on after term. Several poppers can sleep on a slot that a push claimed
-    /// before `term` but publishes after it; the push wakes at most one of them (or relies on a
-    /// spinner), and nothing will bump the word again, yet every one must come to see
-    /// Terminated. So a popper that leaves a terminated queue after sleeping, spinning for a
-    /// relying push, or seeing it closed bumps and wakes all. (Found by the stress test
-    /// `term_loses_nothing`; the loom model `term_with_two_poppers_and_a_publishing_push`
-    /// deadlocks without it.) Acquire in `is_terminated`: the mark is visible here because
+    /// before `term` but publishes after it, and every one must come to see Terminated. Two
+    /// mechanisms see to it: such a push wakes all sleepers when it sees the mark (see
+    /// `wake_one_popper`), and a popper that leaves a terminated queue after sleeping, spinning
+    /// for a relying push, or seeing it closed bumps and wakes all (this function). The first
+    /// came from the stress test `term_loses_nothing`; each covers the other in the loom models
+    /// `term_with_two_poppers_and_a_publishing_push` and
+    /// `term_with_a_popper_that_takes_the_last_item_and_leaves`, which deadlock only when both
+    /// are removed. Acquire in `is_terminated`: the mark is visible here because
     /// this popper's wake came through the word, whose bumps form a release sequence headed by
     /// term's own bump, or through the token, which the relying push moved after term. Costs
     /// one load before term, and no system call while nobody is parked.

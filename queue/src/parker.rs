@@ -66,7 +66,8 @@ pub(crate) struct SeqWord {
     /// The wake token: [`TOKEN_FREE`], [`TOKEN_IN_FLIGHT`] or at least [`TOKEN_RELIED_ON`]. Invariant:
     /// while it is not free, some thread will later swap it back to free and then act on what
     /// it held: a thread that `FUTEX_WAKE` took out of the kernel's queue (it swaps in `wait`,
-    /// before its caller re-checks), or, when a wake found nobody asleep, the waker itself.
+    /// before its caller re-checks), a spinner that held it (`release_token`), or, when a wake
+    /// found nobody asleep, the waker itself.
     /// Only read-modify-writes touch it, so the releaser's swap synchronises with every waker
     /// that relied on the token before it (see `take_token`).
     waking: AtomicU32,
@@ -186,7 +187,8 @@ impl SeqWord {
     ///
     /// One `fetch_add`: 0 is free, 1 in flight, anything above relied on (it would take 2^32
     /// wakers relying on one in-flight wake to wrap). Being a read-modify-write, it is part of
-    /// the release sequence the releasing `swap` (in `wait` or `wake_one`) reads from, so
+    /// the release sequence the releasing `swap` (in `wait`, `release_token` or `wake_one`)
+    /// reads from, so
     /// everything this waker published before it happens-before the releaser's re-check. No
     /// reasoning about the SeqCst total order is needed for that step.
     #[inline]

@@ -285,3 +285,70 @@ fn pool_stack_concurrent_push_pop() {
     all.sort_unstable();
     assert_eq!(all, (0..THREADS * TOKENS_PER_THREAD).collect::<Vec<_>>());
 }
+
+/// Several listeners reserving idlers from several workers' `set_idle` calls (QueueInfo alone),
+/// in many small rounds for about 4 s: every idler is reserved exactly once and no listener
+/// sleeps while one is left. Before every listener that slept handed a wake on, a third
+/// listener could sleep forever next to a spare idler (found by an adversarial review's version
+/// of this test, which hung in 3 of 4 runs; the loom model is `three_waiters_three_idlers`).
+#[test]
+fn listeners_reserve_every_idler() {
+    let deadline = Instant::now() + Duration::from_millis(scaled(4_000) as u64);
+    let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let mut rounds = 0;
+    while Instant::now() < deadline {
+        rounds += 1;
+        let setters = 1 + next(3) as usize;
+        let listeners = 1 + next(4) as usize;
+        let per_setter = 1 + next(300) as usize;
+        let total = setters * per_setter;
+        let qi = Arc::new(QueueInfo::<()>::new(1));
+        let reserved = Arc::new(AtomicUsize::new(0));
+        let ls: Vec<_> = (0..listeners)
+            .map(|l| {
+                let n = total / listeners + if l == 0 { total % listeners } else { 0 };
+                let (qi, reserved) = (Arc::clone(&qi), Arc::clone(&reserved));
+                thread::spawn(move || {
+                    for _ in 0..n {
+                        assert_eq!(qi.wait_for_idler().map(|_| ()), Ok(()));
+                        reserved.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        let ss: Vec<_> = (0..setters)
+            .map(|_| {
+                let qi = Arc::clone(&qi);
+                thread::spawn(move || {
+                    for i in 0..per_setter {
+                        qi.set_idle();
+                        if i % 16 == 0 {
+                            thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for s in ss {
+            join_within(s, Duration::from_secs(30), "a worker calling set_idle");
+        }
+        for l in ls {
+            let what = format!(
+                "round {rounds}: a listener ({setters} workers, {listeners} listeners, \
+                 {per_setter} set_idle each): reserved {} of {total}, idlers {}",
+                reserved.load(Ordering::SeqCst),
+                qi.num_idlers()
+            );
+            join_within(l, Duration::from_secs(5), &what);
+        }
+        assert_eq!(reserved.load(Ordering::SeqCst), total);
+        assert_eq!(qi.num_idlers(), 0);
+    }
+    eprintln!("listeners_reserve_every_idler: {rounds} rounds");
+}
