@@ -420,29 +420,20 @@ impl<T: Send> FdQueue<T> {
         let mut owe_hand_on = false;
         if self.spin.should_spin() {
             let holds_token = self.seq.try_hold_token();
-            let mut got = None;
-            for round in 0..WAIT_ROUNDS {
+            let got = (0..WAIT_ROUNDS).find_map(|round| {
                 spin(round);
                 match self.dequeue() {
-                    Dequeue::Item(item) => {
-                        got = Some(Ok(item));
-                        break;
-                    }
-                    Dequeue::Closed => {
-                        got = Some(Err(PopError::Terminated));
-                        break;
-                    }
-                    Dequeue::Empty | Dequeue::Pending => {}
+                    Dequeue::Item(item) => Some(Ok(item)),
+                    Dequeue::Closed => Some(Err(PopError::Terminated)),
+                    Dequeue::Empty | Dequeue::Pending => None,
                 }
-            }
+            });
             // Give the token back before any re-check below: that re-check then sees the item
             // of every push that relied on us.
             owe_hand_on = holds_token && self.seq.release_token();
             if let Some(result) = got {
                 if owe_hand_on || result.is_err() {
-                    if result.is_ok() && self.has_queued() {
-                        self.wake_one_popper();
-                    }
+                    self.hand_on(&result);
                     self.pass_on_after_term();
                 }
                 return result;
@@ -471,8 +462,8 @@ impl<T: Send> FdQueue<T> {
             }
             parked.get_or_insert_with(|| self.spin.park_start());
             // A relied-on wake token (see `parker`) is honoured by the hand-on below, which every
-            // popper that slept runs anyway.
-            owe_hand_on |= self.seq.wait(seen);
+            // popper that slept runs.
+            let _ = self.seq.wait(seen);
         };
         // Relaxed: a late decrement only costs a pusher one wasted wake call.
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
@@ -480,23 +471,29 @@ impl<T: Send> FdQueue<T> {
         if let Some(start) = parked {
             self.spin.parked(start);
         }
-        // Hand the wake on. A popper that slept and now leaves with an item wakes the next
-        // sleeper if more items are queued behind it. Two kinds of wake would be lost without
-        // this: (1) a push that skipped its own wake because ours was in flight (the wake token
-        // in `parker`): our re-check ran after we took the token back, so its item is ours or
-        // still queued; (2) a wake that found only a `Pending` head (two pushers: the later
-        // slot published first) and went back to sleep: once the head is published, its pusher
-        // wakes a sleeper; if a popper that slept takes the head, it hands the wake on here; if
-        // one that never slept takes it, the sleeper woken for the head finds the later item.
-        // A popper that never slept consumed no wake and owes none. Costs two loads in the slow
-        // path only; a wake it sends while another is in flight makes no system call. The loom
-        // models `two_poppers_two_pushes` (1) and `relied_on_token_passes_the_wake_on` (2)
-        // deadlock without it.
-        if (slept || owe_hand_on) && result.is_ok() && self.has_queued() {
-            self.wake_one_popper();
+        if slept || owe_hand_on {
+            self.hand_on(&result);
         }
         self.pass_on_after_term();
         result
+    }
+
+    /// Hands the wake on: a popper that slept (or spun holding a token a push relied on) and now
+    /// leaves with an item wakes the next sleeper if more items are queued behind it. Two kinds
+    /// of wake would be lost without this: (1) a push that skipped its own wake because ours was
+    /// in flight (the wake token in `parker`): our re-check ran after we took the token back, so
+    /// its item is ours or still queued; (2) a wake that found only a `Pending` head (two
+    /// pushers: the later slot published first) and went back to sleep: once the head is
+    /// published, its pusher wakes a sleeper; if a popper that slept takes the head, it hands
+    /// the wake on here; if one that never slept takes it, the sleeper woken for the head finds
+    /// the later item. A popper that never slept consumed no wake and owes none. Costs two loads
+    /// off the fast path; a wake it sends while another is in flight makes no system call. The
+    /// loom models `two_poppers_two_pushes` (1) and `relied_on_token_passes_the_wake_on` (2)
+    /// deadlock without it.
+    fn hand_on(&self, result: &Result<T, PopError>) {
+        if result.is_ok() && self.has_queued() {
+            self.wake_one_popper();
+        }
     }
 
     /// Passes the wake on after term. Several poppers can sleep on a slot that a push claimed

@@ -120,11 +120,10 @@ impl SeqWord {
 
     /// Sleeps while the word equals `seen`. May return spuriously; callers loop and re-check.
     ///
-    /// Returns `true` when a waker relied on a wake token this thread took back on leaving
-    /// (see the module doc): the caller must then, after its re-check, call its own wake path
-    /// (bump + [`SeqWord::wake_one`]) if work is still left for other waiters. `false` means
-    /// nothing is owed.
-    #[must_use = "a relied-on wake token must be passed on"]
+    /// Returns `true` when a waker relied on the wake token this thread took back on leaving
+    /// (see the module doc). Both callers hand a wake on whenever they slept (after their
+    /// re-check, if work is left for other waiters), which covers this case, so the value is
+    /// for tests and statistics.
     pub(crate) fn wait(&self, seen: u32) -> bool {
         self.parks.fetch_add(1, StatOrdering::Relaxed);
         // Announce, then SeqCst fence, then let the kernel compare the word: the mirror of
@@ -139,7 +138,7 @@ impl SeqWord {
         // that returned for another reason (the word had moved, a wake_all) may take back a
         // token meant for someone else: that costs at most one extra wake later, never a lost
         // one, because it re-checks just the same.
-        let owed = self.waking.swap(TOKEN_FREE, Ordering::SeqCst) >= TOKEN_RELIED_ON;
+        let owed = self.release_token();
         // Relaxed: leaving late only costs a waker one wasted wake call.
         self.parked.fetch_sub(1, Ordering::Relaxed);
         owed
@@ -171,10 +170,10 @@ impl SeqWord {
             .is_ok()
     }
 
-    /// Gives back a token taken with [`SeqWord::try_hold_token`]. Returns `true` when a waker
-    /// relied on it: the caller must re-check *after* this call (the swap synchronises with the
-    /// relying waker) and hand a wake on if work is left for others, exactly like a thread
-    /// leaving [`SeqWord::wait`].
+    /// Gives the wake token back (a spinner that held it, a thread leaving [`SeqWord::wait`], or
+    /// a waker whose wake found nobody). Returns `true` when a waker relied on it: the caller
+    /// must re-check *after* this call (the swap synchronises with the relying waker) and hand
+    /// a wake on if work is left for others.
     #[inline]
     #[must_use = "a relied-on wake token must be passed on"]
     pub(crate) fn release_token(&self) -> bool {
@@ -276,7 +275,7 @@ impl SeqWord {
             // will see our bump) or leaving. No one will take the token back for us, so we do;
             // if a waker relied on it meanwhile, wake on its behalf. Each further round needs
             // another waker's reliance, so this loop ends when they stop coming.
-            if self.waking.swap(TOKEN_FREE, Ordering::SeqCst) < TOKEN_RELIED_ON {
+            if !self.release_token() {
                 return;
             }
         }

@@ -136,9 +136,7 @@ impl<P: Send> QueueInfo<P> {
         }
         // Slow path: register, then re-check, then park (see `set_idle` for the handshake).
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        // Whether a set_idle relied on a wake token this waiter took back (see `parker`).
-        let mut owed_wake = false;
-        // Whether this waiter slept (and so consumed a wake).
+        // Whether this waiter slept (and so consumed a wake, or took back a relied-on token).
         let mut slept = false;
         let result = loop {
             fence(Ordering::SeqCst);
@@ -153,7 +151,9 @@ impl<P: Send> QueueInfo<P> {
                 break Ok(true);
             }
             slept = true;
-            owed_wake |= self.seq.wait(seen);
+            // A relied-on token is honoured by the hand-on below, which every waiter that
+            // slept runs.
+            let _ = self.seq.wait(seen);
         };
         // Relaxed: a late decrement only costs a set_idle one wasted wake call.
         self.waiters.fetch_sub(1, Ordering::Relaxed);
@@ -163,7 +163,7 @@ impl<P: Send> QueueInfo<P> {
         // wake, the waiter that takes it back wakes one more, which owes nothing itself yet
         // may leave a third waiter asleep with idlers to spare (found by an adversarial review
         // with three waiting listeners). So every waiter that slept hands on.
-        if (slept || owed_wake) && result.is_ok() && self.idlers.load(Ordering::SeqCst) != 0 {
+        if slept && result.is_ok() && self.idlers.load(Ordering::SeqCst) != 0 {
             self.wake_waiter();
         }
         result

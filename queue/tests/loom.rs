@@ -65,19 +65,27 @@ fn two_pushers_one_popper() {
 #[test]
 fn two_poppers_two_pushes() {
     model(|| {
-        let q = Arc::new(FdQueue::new(2));
-        let poppers: Vec<_> = (0..2)
-            .map(|_| {
-                let q = q.clone();
-                thread::spawn(move || q.pop().unwrap())
-            })
-            .collect();
-        q.push(1u32).unwrap();
-        q.push(2u32).unwrap();
-        let mut got: Vec<u32> = poppers.into_iter().map(|h| h.join().unwrap()).collect();
-        got.sort();
-        assert_eq!(got, [1, 2]);
+        two_poppers_get_1_and_2(|q| {
+            q.push(1).unwrap();
+            q.push(2).unwrap();
+        })
     });
+}
+
+/// Two poppers pop once each while `push` (on the main thread) makes 1 and 2 available: each
+/// popper gets exactly one of them.
+fn two_poppers_get_1_and_2(push: impl FnOnce(&Arc<FdQueue<u32>>)) {
+    let q = Arc::new(FdQueue::new(2));
+    let poppers: Vec<_> = (0..2)
+        .map(|_| {
+            let q = q.clone();
+            thread::spawn(move || q.pop().unwrap())
+        })
+        .collect();
+    push(&q);
+    let mut got: Vec<u32> = poppers.into_iter().map(|h| h.join().unwrap()).collect();
+    got.sort();
+    assert_eq!(got, [1, 2]);
 }
 
 /// Two pushers and two poppers: the wake token's hard case. A push whose wake finds nobody in
@@ -89,20 +97,12 @@ fn two_poppers_two_pushes() {
 #[test]
 fn relied_on_token_passes_the_wake_on() {
     model_bounded(2, || {
-        let q = Arc::new(FdQueue::new(2));
-        let poppers: Vec<_> = (0..2)
-            .map(|_| {
-                let q = q.clone();
-                thread::spawn(move || q.pop().unwrap())
-            })
-            .collect();
-        let q2 = q.clone();
-        let pusher = thread::spawn(move || q2.push(2u32).unwrap());
-        q.push(1u32).unwrap();
-        pusher.join().unwrap();
-        let mut got: Vec<u32> = poppers.into_iter().map(|h| h.join().unwrap()).collect();
-        got.sort();
-        assert_eq!(got, [1, 2]);
+        two_poppers_get_1_and_2(|q| {
+            let q2 = q.clone();
+            let pusher = thread::spawn(move || q2.push(2).unwrap());
+            q.push(1).unwrap();
+            pusher.join().unwrap();
+        })
     });
 }
 
@@ -150,6 +150,18 @@ fn interrupt_all_racing_pop() {
     });
 }
 
+/// Pops until Terminated; returns what it got. Any other error fails the model.
+fn drain(q: &FdQueue<u32>) -> Vec<u32> {
+    let mut got = Vec::new();
+    loop {
+        match q.pop() {
+            Ok(v) => got.push(v),
+            Err(PopError::Terminated) => return got,
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+}
+
 /// term racing a push and a pop: every item whose push succeeded is delivered before
 /// Terminated; a push refused by term is not; the parked popper always wakes.
 #[test]
@@ -159,16 +171,7 @@ fn term_racing_push_and_pop() {
         let qp = q.clone();
         let pusher = thread::spawn(move || qp.push(1u32).is_ok());
         let qc = q.clone();
-        let popper = thread::spawn(move || {
-            let mut got = Vec::new();
-            loop {
-                match qc.pop() {
-                    Ok(v) => got.push(v),
-                    Err(PopError::Terminated) => return got,
-                    Err(e) => panic!("unexpected {e:?}"),
-                }
-            }
-        });
+        let popper = thread::spawn(move || drain(&qc));
         q.term();
         let pushed = pusher.join().unwrap();
         let got = popper.join().unwrap();
@@ -186,21 +189,11 @@ fn term_with_two_poppers_and_a_publishing_push() {
         let q = Arc::new(FdQueue::new(2));
         let qp = q.clone();
         let pusher = thread::spawn(move || qp.push(1u32).is_ok());
-        let drain = |q: &FdQueue<u32>| {
-            let mut got = 0usize;
-            loop {
-                match q.pop() {
-                    Ok(_) => got += 1,
-                    Err(PopError::Terminated) => return got,
-                    Err(e) => panic!("unexpected {e:?}"),
-                }
-            }
-        };
         let qc = q.clone();
-        let popper = thread::spawn(move || drain(&qc));
+        let popper = thread::spawn(move || drain(&qc).len());
         // The main thread terminates the queue, then is the second popper.
         q.term();
-        let mine = drain(&q);
+        let mine = drain(&q).len();
         let pushed = pusher.join().unwrap();
         let got = mine + popper.join().unwrap();
         assert_eq!(got, usize::from(pushed));
@@ -217,16 +210,7 @@ fn term_with_a_popper_that_takes_the_last_item_and_leaves() {
         let qp = q.clone();
         let pusher = thread::spawn(move || qp.push(1u32).is_ok());
         let qc = q.clone();
-        let drainer = thread::spawn(move || {
-            let mut got = 0usize;
-            loop {
-                match qc.pop() {
-                    Ok(_) => got += 1,
-                    Err(PopError::Terminated) => return got,
-                    Err(e) => panic!("unexpected {e:?}"),
-                }
-            }
-        });
+        let drainer = thread::spawn(move || drain(&qc).len());
         q.term();
         let mine = usize::from(q.pop().is_ok());
         let pushed = pusher.join().unwrap();
@@ -248,24 +232,29 @@ fn set_idle_wakes_wait_for_idler() {
     });
 }
 
+/// `waiters` listeners wait for an idler while the main thread calls set_idle `waiters` times:
+/// each listener reserves exactly one.
+fn waiters_and_as_many_idlers(waiters: usize) {
+    let qi = Arc::new(QueueInfo::<()>::new(1));
+    let handles: Vec<_> = (0..waiters)
+        .map(|_| {
+            let qi = qi.clone();
+            thread::spawn(move || qi.wait_for_idler().is_ok())
+        })
+        .collect();
+    for _ in 0..waiters {
+        qi.set_idle();
+    }
+    for w in handles {
+        assert!(w.join().unwrap());
+    }
+    assert_eq!(qi.num_idlers(), 0);
+}
+
 /// Two listeners (the contended bench case) and two idlers: both reserve exactly one.
 #[test]
 fn two_waiters_two_idlers() {
-    model(|| {
-        let qi = Arc::new(QueueInfo::<()>::new(1));
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let qi = qi.clone();
-                thread::spawn(move || qi.wait_for_idler().is_ok())
-            })
-            .collect();
-        qi.set_idle();
-        qi.set_idle();
-        for w in waiters {
-            assert!(w.join().unwrap());
-        }
-        assert_eq!(qi.num_idlers(), 0);
-    });
+    model(|| waiters_and_as_many_idlers(2));
 }
 
 /// Three listeners park, then three set_idle calls: the first wakes one listener, the next two
@@ -274,22 +263,7 @@ fn two_waiters_two_idlers() {
 /// by an adversarial review). Four threads: preemption bound 2.
 #[test]
 fn three_waiters_three_idlers() {
-    model_bounded(2, || {
-        let qi = Arc::new(QueueInfo::<()>::new(1));
-        let waiters: Vec<_> = (0..3)
-            .map(|_| {
-                let qi = qi.clone();
-                thread::spawn(move || qi.wait_for_idler().is_ok())
-            })
-            .collect();
-        qi.set_idle();
-        qi.set_idle();
-        qi.set_idle();
-        for w in waiters {
-            assert!(w.join().unwrap());
-        }
-        assert_eq!(qi.num_idlers(), 0);
-    });
+    model_bounded(2, || waiters_and_as_many_idlers(3));
 }
 
 /// term racing wait_for_idler: the listener always returns; Err(Terminated) unless it reserved
