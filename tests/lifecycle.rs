@@ -261,12 +261,7 @@ fn max_connections_per_child_rotates_children() {
     let s = Server::start(opts);
     let first = set_of(&s.children());
     let r = run_ab(&["-q", "-n", "3000", "-c", "10"], &s.url("/index.html"));
-    assert_eq!(
-        (r.complete, r.failed, r.non_2xx),
-        (3000, 0, 0),
-        "ab\n{}",
-        r.output
-    );
+    r.assert_all_ok(3000);
     // 3000 connections at 100 per child: every original child has been retired.
     let rotated = wait_until(Duration::from_secs(5), || {
         first.is_disjoint(&set_of(&s.children()))

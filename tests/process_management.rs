@@ -764,12 +764,7 @@ fn killed_child_under_load_is_replaced_at_once_and_others_see_no_error() {
         "scoreboard counts after the kill"
     );
     let r = run_ab(&["-q", "-n", "2000", "-c", "10"], &s.url("/index.html"));
-    assert_eq!(
-        (r.complete, r.failed, r.non_2xx),
-        (2000, 0, 0),
-        "{}",
-        r.output
-    );
+    r.assert_all_ok(2000);
     assert!(crash_lines(&s.error_log()).is_empty(), "{}", s.error_log());
     s.assert_no_warnings_in_error_log();
 }
@@ -1264,12 +1259,7 @@ fn rworker_queue_directive() {
     );
     let s = Server::start(ServerOpts::stable().line("RWorkerQueue apr"));
     let r = run_ab(&["-q", "-n", "5000", "-c", "20"], &s.url("/index.html"));
-    assert_eq!(
-        (r.complete, r.failed, r.non_2xx),
-        (5000, 0, 0),
-        "{}",
-        r.output
-    );
+    r.assert_all_ok(5000);
     assert!(
         s.error_log().contains("Apr queue"),
         "AH00294 does not name the apr queue:\n{}",
@@ -1370,12 +1360,7 @@ fn every_child_serves_both_ports(extra: Option<&str>) {
     let ab2 = spawn_ab(&["-q", "-n", "3000", "-c", "6"], &url2);
     for ab in [ab1, ab2] {
         let r = parse_ab(ab.wait_with_output().unwrap());
-        assert_eq!(
-            (r.complete, r.failed, r.non_2xx),
-            (3000, 0, 0),
-            "{}",
-            r.output
-        );
+        r.assert_all_ok(3000);
     }
     let log = accesses(&s);
     let mut ports: BTreeMap<i32, BTreeMap<u16, usize>> = BTreeMap::new();
@@ -1455,12 +1440,7 @@ fn mem_run(mpm: Mpm, requests: u64) -> MemResult {
     let t = Instant::now();
     let n = requests.to_string();
     let r = run_ab(&["-q", "-k", "-n", &n, "-c", "50"], &url);
-    assert_eq!(
-        (r.complete, r.failed, r.non_2xx),
-        (requests, 0, 0),
-        "{}",
-        r.output
-    );
+    r.assert_all_ok(requests);
     eprintln!("{mpm:?}: {requests} requests in {:?}", t.elapsed());
     sleep(Duration::from_millis(1000));
     assert_eq!(kids(), k0, "{mpm:?}: children changed under load");

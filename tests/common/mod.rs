@@ -355,7 +355,11 @@ impl Server {
                 // The parent forks its first children after it wrote the pidfile; on a loaded
                 // machine that can lag, and tests count children right away.
                 let forked = wait_until(Duration::from_secs(10), || !self.children().is_empty());
-                assert!(forked, "no child process 10 s after start:\n{}", self.error_log());
+                assert!(
+                    forked,
+                    "no child process 10 s after start:\n{}",
+                    self.error_log()
+                );
                 return;
             }
             let text = format!(
@@ -957,6 +961,20 @@ pub struct AbResult {
     pub failed: u64,
     pub non_2xx: u64,
     pub output: String,
+}
+
+impl AbResult {
+    /// Asserts that all `n` requests completed with a 2xx status and none failed; the failure
+    /// message carries ab's output.
+    #[track_caller]
+    pub fn assert_all_ok(&self, n: u64) {
+        assert_eq!(
+            (self.complete, self.failed, self.non_2xx),
+            (n, 0, 0),
+            "ab\n{}",
+            self.output
+        );
+    }
 }
 
 /// Runs `ab <args> <url>` to completion.
