@@ -35,12 +35,31 @@ fn ab_with_keepalive() {
     check_ab(&s, &["-q", "-k", "-n", "20000", "-c", "100"], 20000);
 }
 
+/// wrk counts a keep-alive connection that the server closes while a request is in flight as a
+/// read error; ab and browsers retry such a request. httpd closes those connections when idle
+/// maintenance sheds a child: the core's keep-alive loop ends once the MPM state is STOPPING.
+/// With the default spare limits, 50 keep-alive clients fill the two starting children exactly;
+/// maintenance can then see fewer than MinSpareThreads idle twice running and fork up to five
+/// children, then see more than MaxSpareThreads idle and shed one mid-run. That happened in 3 of
+/// about 200 runs here on 2 cores, the stock worker included (the error log shows RW00004, then
+/// the shed child's RW00010). With MaxSpareThreads = MaxRequestWorkers maintenance may fork but
+/// never sheds, so every socket error left is one the MPM caused.
 #[test]
 fn wrk_has_no_socket_errors() {
-    let s = Server::start(ServerOpts::default().keep_alive(true));
+    let s = Server::start(
+        ServerOpts::default()
+            .keep_alive(true)
+            .spare_threads(25, 150),
+    );
     let r = run_wrk(&["-t2", "-c50", "-d5s"], &s.url("/4k.bin"));
     assert!(r.requests > 0, "wrk made no requests\n{}", r.output);
-    assert_eq!(r.socket_errors, 0, "wrk socket errors\n{}", r.output);
+    assert_eq!(
+        r.socket_errors,
+        0,
+        "wrk socket errors\n{}\nerror log:\n{}",
+        r.output,
+        s.error_log()
+    );
     assert_eq!(r.non_2xx, 0, "wrk non-2xx responses\n{}", r.output);
     assert!(
         s.stop_and_wait(Duration::from_secs(10)),

@@ -541,6 +541,16 @@ impl Parent {
         self.r.max_daemons_limit = self.r.max_daemons_limit.max(last_non_dead + 1);
 
         if idle_threads > st.max_spare_threads / nb {
+            // Debug level, as shedding is routine; it also explains the keep-alive connections
+            // the shed child closes after their current request (the core's keep-alive loop
+            // stops once the MPM state is STOPPING, as with the stock worker).
+            crate::mpm_log!(
+                level::DEBUG,
+                0,
+                "RW00004: {} idle threads > MaxSpareThreads {}: one child exits gracefully",
+                idle_threads,
+                st.max_spare_threads / nb
+            );
             // One child of this bucket exits gracefully: the first to read the pod.
             // SAFETY: the bucket's pod, opened in open_logs.
             unsafe {
