@@ -53,10 +53,13 @@ fn query_param<'a>(uri: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
 }
 
+/// One sample: when, and the live children's pids.
+type ChildSample = (Instant, BTreeSet<i32>);
+
 /// Samples the set of live children every 50 ms in a thread, until dropped.
 struct ChildSampler {
     stop: Arc<AtomicBool>,
-    samples: Arc<Mutex<Vec<(Instant, BTreeSet<i32>)>>>,
+    samples: Arc<Mutex<Vec<ChildSample>>>,
     handle: Option<thread::JoinHandle<()>>,
 }
 
@@ -83,7 +86,7 @@ impl ChildSampler {
         }
     }
 
-    fn samples(&self) -> Vec<(Instant, BTreeSet<i32>)> {
+    fn samples(&self) -> Vec<ChildSample> {
         self.samples.lock().unwrap().clone()
     }
 
