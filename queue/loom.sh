@@ -2,7 +2,20 @@
 # Model-check rworker-queue with loom (see queue/README.md, "Model checking").
 # Extra arguments go to the test binary, e.g. `queue/loom.sh pool_stack_aba`.
 # LOOM_MAX_PREEMPTIONS overrides the default bound of 3 set in tests/loom.rs.
+#
+# Runs twice: every model in the spinning regime (pushes rely on the wake token alone), then the
+# FdQueue models again in the "waiters sleep long" regime, where a push that relied on a wake
+# in flight may wake one more sleeper (RWORKER_LOOM_SLEEP_LONG=1, see adaptive_spin.rs).
 set -eu
 cd "$(dirname "$0")/.."
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    exec cargo test -p rworker-queue --release --test loom -- --test-threads=1 "$@"
+run() {
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+        cargo test -p rworker-queue --release --test loom -- --test-threads=1 "$@"
+}
+echo "== loom: spinning regime (wake token only)"
+RWORKER_LOOM_SLEEP_LONG=0 run "$@"
+echo "== loom: waiters sleep long (extra wakes on), FdQueue models"
+if [ "$#" -eq 0 ]; then
+    set -- push_ two_p relied_on capacity_one interrupt_all term_racing_push term_with
+fi
+RWORKER_LOOM_SLEEP_LONG=1 run "$@"

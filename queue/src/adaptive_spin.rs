@@ -30,6 +30,10 @@ pub(crate) struct AdaptiveSpin {
     /// 0 ..= MAX_CREDIT; spinning is allowed while > 0. Relaxed everywhere: a heuristic whose
     /// value never guards data.
     credit: AtomicU32,
+    /// loom only: what [`AdaptiveSpin::waiters_sleep_long`] answers, from the environment
+    /// variable `RWORKER_LOOM_SLEEP_LONG=1` (`queue/loom.sh` runs the queue models both ways).
+    #[cfg(loom)]
+    sleep_long: bool,
 }
 
 /// When a waiter started to sleep (nothing under loom).
@@ -43,6 +47,8 @@ impl AdaptiveSpin {
     pub(crate) fn new() -> Self {
         Self {
             credit: AtomicU32::new(MAX_CREDIT / 2),
+            #[cfg(loom)]
+            sleep_long: std::env::var("RWORKER_LOOM_SLEEP_LONG").is_ok_and(|v| v == "1"),
         }
     }
 
@@ -56,6 +62,23 @@ impl AdaptiveSpin {
         #[cfg(not(loom))]
         {
             self.credit.load(Ordering::Relaxed) > 0
+        }
+    }
+
+    /// Whether waiters are in the "sleep long" regime (spinning is off because recent parks
+    /// outlasted the spin window): an httpd child's idle workers, not a tight hand-off loop.
+    /// There a wake that reaches a sleeper is never wasted, so a waker may wake more eagerly
+    /// (see `FdQueue`'s push). Under loom, fixed per run by `RWORKER_LOOM_SLEEP_LONG`, so the
+    /// models check both regimes.
+    #[inline]
+    pub(crate) fn waiters_sleep_long(&self) -> bool {
+        #[cfg(loom)]
+        {
+            self.sleep_long
+        }
+        #[cfg(not(loom))]
+        {
+            !self.should_spin()
         }
     }
 
