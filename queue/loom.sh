@@ -4,7 +4,7 @@
 # LOOM_MAX_PREEMPTIONS overrides the default bound of 3 set in tests/loom.rs.
 #
 # Runs twice: every model in the spinning regime (pushes rely on the wake token alone), then the
-# FdQueue models again in the "waiters sleep long" regime, where a push that relied on a wake
+# FdQueue models again in the "waiters sleep long" regime: no spinning, and a push that relied on a wake
 # in flight may wake one more sleeper (RWORKER_LOOM_SLEEP_LONG=1, see adaptive_spin.rs).
 set -eu
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ run() {
 }
 echo "== loom: spinning regime (wake token only)"
 RWORKER_LOOM_SLEEP_LONG=0 run "$@"
-echo "== loom: waiters sleep long (extra wakes on), FdQueue models"
+echo "== loom: waiters sleep long (no spinning, extra wakes on), FdQueue models"
 if [ "$#" -eq 0 ]; then
     set -- push_ two_p relied_on capacity_one interrupt_all term_racing_push term_with
 fi

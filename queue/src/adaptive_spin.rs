@@ -11,8 +11,8 @@
 //! waiter that had to park measures how long it slept: woken within [`SPIN_WINDOW`], a spin would
 //! have caught the event, so the credit rises; asleep longer, the credit falls. The decision is
 //! a hint: correctness never depends on it (the slow path always re-checks before parking).
-//! Under loom the policy always spins (one modelled round) and never reads the clock, so models
-//! stay deterministic.
+//! Under loom the policy never reads the clock, so models stay deterministic: it spins (one
+//! modelled round) unless the run models the sleep-long regime (`RWORKER_LOOM_SLEEP_LONG=1`).
 
 use crate::sync::{AtomicU32, Ordering};
 
@@ -30,8 +30,9 @@ pub(crate) struct AdaptiveSpin {
     /// 0 ..= MAX_CREDIT; spinning is allowed while > 0. Relaxed everywhere: a heuristic whose
     /// value never guards data.
     credit: AtomicU32,
-    /// loom only: what [`AdaptiveSpin::waiters_sleep_long`] answers, from the environment
-    /// variable `RWORKER_LOOM_SLEEP_LONG=1` (`queue/loom.sh` runs the queue models both ways).
+    /// loom only: what [`AdaptiveSpin::waiters_sleep_long`] answers (and the opposite of
+    /// `should_spin`), from the environment variable `RWORKER_LOOM_SLEEP_LONG=1`
+    /// (`queue/loom.sh` runs the queue models both ways).
     #[cfg(loom)]
     sleep_long: bool,
 }
@@ -57,7 +58,7 @@ impl AdaptiveSpin {
     pub(crate) fn should_spin(&self) -> bool {
         #[cfg(loom)]
         {
-            true
+            !self.sleep_long
         }
         #[cfg(not(loom))]
         {
@@ -67,9 +68,10 @@ impl AdaptiveSpin {
 
     /// Whether waiters are in the "sleep long" regime (spinning is off because recent parks
     /// outlasted the spin window): an httpd child's idle workers, not a tight hand-off loop.
-    /// There a wake that reaches a sleeper is never wasted, so a waker may wake more eagerly
-    /// (see `FdQueue`'s push). Under loom, fixed per run by `RWORKER_LOOM_SLEEP_LONG`, so the
-    /// models check both regimes.
+    /// There no running popper is about to take a queued item, so a waker may wake more eagerly
+    /// (see `FdQueue`'s push). Under loom the regime is fixed per run by
+    /// `RWORKER_LOOM_SLEEP_LONG` (1: no spinning and extra wakes, as in production's sleep-long
+    /// regime; otherwise spinning and no extra wakes), so the models check both.
     #[inline]
     pub(crate) fn waiters_sleep_long(&self) -> bool {
         #[cfg(loom)]

@@ -216,7 +216,8 @@ impl<T: Send> FdQueue<T> {
 
     /// Appends a connection and wakes one parked worker if any (httpd's `ap_queue_push_socket`).
     ///
-    /// Never blocks and makes no system call unless a worker is parked (then exactly one wake).
+    /// Never blocks and makes no system call unless a worker is parked; then at most one wake,
+    /// none when a wake in flight covers the item (rarely two; see `parker`).
     /// Errors give the item back: [`PushError::Full`] when `capacity` items are queued,
     /// [`PushError::Terminated`] after [`FdQueue::term`].
     pub fn push(&self, item: T) -> Result<(), PushError<T>> {

@@ -8,8 +8,9 @@
 //!   `ap_queue_info_wait_for_idler`, ...) and the bounded, ABA-safe stack of recycled
 //!   transaction pools.
 //!
-//! Rules kept everywhere: a hand-off with no sleeper makes no system call; a hand-off to a
-//! sleeper makes at most one wake; every wait is a bounded spin followed by a park. The memory
+//! Rules kept everywhere: a hand-off with no sleeper makes no system call; a push or `set_idle`
+//! makes at most one wake (rarely two, see `parker`), and a popper that slept may hand one on;
+//! every wait is a bounded spin followed by a park. The memory
 //! ordering of each atomic operation is justified where it is written. Built with
 //! `--cfg loom`, the same code runs under the loom model checker (`tests/loom.rs`).
 //!

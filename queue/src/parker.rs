@@ -401,28 +401,44 @@ mod tests {
         assert!(w.take_token(), "the waker took its token back");
     }
 
-    /// Waits (up to 5 s) until `n` threads have entered `wait`, then lets them reach the kernel.
-    fn wait_parked(w: &SeqWord, n: u64) {
+    /// Waits (up to 5 s) until thread `tid` of this process is asleep in the kernel
+    /// (`/proc/self/task/<tid>/stat` state `S`): the only blocking call of a thread in
+    /// `wait` is the futex, so a wake made now finds it there.
+    fn wait_asleep(tid: i32) {
         let start = Instant::now();
-        while w.stats().parks < n {
+        let stat = format!("/proc/self/task/{tid}/stat");
+        loop {
+            let text = std::fs::read_to_string(&stat).unwrap_or_default();
+            // The state follows the parenthesised command name.
+            let state = text
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
+            if state == Some("S") {
+                return;
+            }
             assert!(
                 start.elapsed() < Duration::from_secs(5),
-                "sleepers never parked"
+                "thread {tid} never slept ({text})"
             );
             thread::sleep(Duration::from_millis(1));
         }
-        thread::sleep(Duration::from_millis(20));
     }
 
     #[test]
     fn one_more_wake_only_for_work_that_wakes_in_flight_do_not_cover() {
         let w = Arc::new(SeqWord::new());
         let seen = w.load();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let sleeper = {
             let w = Arc::clone(&w);
-            thread::spawn(move || w.wait(seen))
+            thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                w.wait(seen)
+            })
         };
-        wait_parked(&w, 1);
+        wait_asleep(tid_rx.recv().unwrap());
         // A wake in flight (token taken, one thread counted out of the kernel's queue).
         assert!(w.take_token());
         w.in_flight.fetch_add(1, StatOrdering::Relaxed);
