@@ -95,7 +95,7 @@ pub(crate) struct SeqWord {
     /// Times a thread went to sleep on this word (statistics only; plain std atomics, not
     /// modelled by loom, and never read by the algorithm).
     parks: StatCounter,
-    /// Wake calls issued (one per `wake_one`/`wake_all`, i.e. one system call each).
+    /// `FUTEX_WAKE` calls issued (counted in `futex_wake`, one system call each).
     wakes: StatCounter,
 }
 
@@ -248,8 +248,18 @@ impl SeqWord {
         }
     }
 
-    /// `FUTEX_WAKE` for up to `n` sleepers; returns how many were woken.
+    /// `FUTEX_WAKE` for up to `n` sleepers; returns how many were woken. Counts the call in
+    /// `wakes` and the woken in `in_flight`.
     fn futex_wake(&self, n: u32) -> u32 {
+        self.wakes.fetch_add(1, StatOrdering::Relaxed);
+        let woken = self.futex_wake_call(n);
+        self.in_flight
+            .fetch_add(i64::from(woken), StatOrdering::Relaxed);
+        woken
+    }
+
+    /// The wake system call proper (or its loom model).
+    fn futex_wake_call(&self, n: u32) -> u32 {
         #[cfg(not(loom))]
         {
             let n = i32::try_from(n).unwrap_or(i32::MAX);
@@ -263,10 +273,7 @@ impl SeqWord {
                 )
             };
             // -1 (EFAULT/EINVAL) cannot happen for a valid private futex; count it as nobody.
-            let woken = u32::try_from(woken).unwrap_or(0);
-            self.in_flight
-                .fetch_add(i64::from(woken), StatOrdering::Relaxed);
-            woken
+            u32::try_from(woken).unwrap_or(0)
         }
         #[cfg(loom)]
         {
@@ -275,8 +282,6 @@ impl SeqWord {
             queue.sleeping -= woken;
             queue.tickets += woken;
             drop(queue);
-            self.in_flight
-                .fetch_add(i64::from(woken), StatOrdering::Relaxed);
             if woken == 1 {
                 self.cond.notify_one();
             } else if woken > 1 {
@@ -298,7 +303,6 @@ impl SeqWord {
             if !self.take_token() {
                 return true;
             }
-            self.wakes.fetch_add(1, StatOrdering::Relaxed);
             if self.futex_wake(1) == 1 {
                 // The woken thread takes the token back in `wait`.
                 return false;
@@ -327,7 +331,6 @@ impl SeqWord {
         if self.in_flight.load(StatOrdering::Relaxed) >= covered || !self.anyone_parked() {
             return;
         }
-        self.wakes.fetch_add(1, StatOrdering::Relaxed);
         let _ = self.futex_wake(1);
     }
 
@@ -338,7 +341,6 @@ impl SeqWord {
         if !self.anyone_parked() {
             return;
         }
-        self.wakes.fetch_add(1, StatOrdering::Relaxed);
         let _ = self.futex_wake(u32::MAX);
     }
 

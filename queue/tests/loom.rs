@@ -179,25 +179,32 @@ fn term_racing_push_and_pop() {
     });
 }
 
+/// term racing a push that claims its slot before it and publishes after it, while a second
+/// popper drains; `main_pops` is what the main thread does after `term`. The pushed item (if
+/// the push won) is taken exactly once, and no popper sleeps forever.
+fn term_racing_a_publishing_push(main_pops: fn(&FdQueue<u32>) -> usize) {
+    model(move || {
+        let q = Arc::new(FdQueue::new(2));
+        let qp = q.clone();
+        let pusher = thread::spawn(move || qp.push(1u32).is_ok());
+        let qc = q.clone();
+        let drainer = thread::spawn(move || drain(&qc).len());
+        q.term();
+        let mine = main_pops(&q);
+        let pushed = pusher.join().unwrap();
+        let got = mine + drainer.join().unwrap();
+        assert_eq!(got, usize::from(pushed));
+    });
+}
+
 /// term with two parked poppers and a push still publishing: the push's wake reaches one
 /// popper, but both must come to see Terminated (a popper that slept on the claimed-but-
 /// unpublished slot after term used to sleep forever: found by the stress test
 /// `term_loses_nothing`, which loom missed with a single popper).
 #[test]
 fn term_with_two_poppers_and_a_publishing_push() {
-    model(|| {
-        let q = Arc::new(FdQueue::new(2));
-        let qp = q.clone();
-        let pusher = thread::spawn(move || qp.push(1u32).is_ok());
-        let qc = q.clone();
-        let popper = thread::spawn(move || drain(&qc).len());
-        // The main thread terminates the queue, then is the second popper.
-        q.term();
-        let mine = drain(&q).len();
-        let pushed = pusher.join().unwrap();
-        let got = mine + popper.join().unwrap();
-        assert_eq!(got, usize::from(pushed));
-    });
+    // The main thread is the second popper and drains too.
+    term_racing_a_publishing_push(|q| drain(q).len());
 }
 
 /// term racing a publishing push, where the popper that takes the item never pops again (a
@@ -205,18 +212,7 @@ fn term_with_two_poppers_and_a_publishing_push() {
 /// Terminated, although the push's wake may have been relied on a spinner.
 #[test]
 fn term_with_a_popper_that_takes_the_last_item_and_leaves() {
-    model(|| {
-        let q = Arc::new(FdQueue::new(2));
-        let qp = q.clone();
-        let pusher = thread::spawn(move || qp.push(1u32).is_ok());
-        let qc = q.clone();
-        let drainer = thread::spawn(move || drain(&qc).len());
-        q.term();
-        let mine = usize::from(q.pop().is_ok());
-        let pushed = pusher.join().unwrap();
-        let got = mine + drainer.join().unwrap();
-        assert_eq!(got, usize::from(pushed));
-    });
+    term_racing_a_publishing_push(|q| usize::from(q.pop().is_ok()));
 }
 
 /// The listener parks in wait_for_idler; a worker's set_idle wakes it and it reserves the idler.

@@ -540,7 +540,8 @@ impl Parent {
         // child may still sit above the last busy slot.
         self.r.max_daemons_limit = self.r.max_daemons_limit.max(last_non_dead + 1);
 
-        if idle_threads > st.max_spare_threads / nb {
+        let max_idle = st.max_spare_threads / nb;
+        if idle_threads > max_idle {
             // Debug level, as shedding is routine; it also explains the keep-alive connections
             // the shed child closes after their current request (the core's keep-alive loop
             // stops once the MPM state is STOPPING, as with the stock worker).
@@ -549,7 +550,7 @@ impl Parent {
                 0,
                 "RW00004: {} idle threads > MaxSpareThreads {}: one child exits gracefully",
                 idle_threads,
-                st.max_spare_threads / nb
+                max_idle
             );
             // One child of this bucket exits gracefully: the first to read the pod.
             // SAFETY: the bucket's pod, opened in open_logs.
