@@ -1,217 +1,172 @@
-//! The listener thread: reserve an idle worker, accept one connection into a
-//! transaction pool (recycled when possible), push it on the fdqueue (worker.c
-//! `listener_thread`). It never accepts more connections than there are idle workers,
-//! so when every worker is busy new connections wait in the kernel's backlog (or go
-//! to another child) while the parent forks more children.
+//! The listener thread (worker.c `listener_thread`): reserve an idle worker, accept one
+//! connection into a transaction pool (recycled when possible), push it on the fdqueue.
+//! It never accepts more connections than there are idle workers, so when every worker
+//! is busy new connections wait in the kernel's backlog (or go to another child) while
+//! the parent forks more children.
 
-use std::ffi::c_void;
-use std::ptr;
-use std::sync::atomic::Ordering;
+use crate::ffi::httpd;
+use crate::ffi::listen::{AcceptMutex, Accepted, Listener as ListenSocket, PollSet};
+use crate::ffi::log::level;
+use crate::ffi::pool::{ConfigPool, Pool};
+use crate::ffi::{panic, scoreboard, signal};
+use crate::mpm::conn::Conn;
+use crate::mpm::runtime::{ChildRuntime, ChildStats, StopMode, LISTENER_SIGNAL};
 
-use crate::apr::log::level;
-use crate::apr::pool::Pool;
-use crate::apr::thread;
-use crate::mpm::child::{
-    unblock_for_this_thread, Accepted, ChildRuntime, StopMode, LISTENER_SIGNAL,
-};
-use crate::mpm::scoreboard;
-use crate::sys;
-
-fn apr_eintr(rv: sys::apr_status_t) -> bool {
-    rv == libc::EINTR
+/// What the listener thread owns: this bucket's listening sockets, the accept mutex
+/// when the bucket has several, and where transaction pools come from.
+pub struct Listener {
+    sockets: Vec<ListenSocket>,
+    accept_mutex: Option<AcceptMutex>,
+    pconf: ConfigPool,
 }
 
-/// The poll set over this bucket's listeners (index i = `rt.listeners[i]`), built once.
-fn listener_pollfds(rt: &ChildRuntime) -> Vec<libc::pollfd> {
-    rt.listeners
-        .iter()
-        .map(|&lr| {
-            let mut fd: sys::apr_os_sock_t = -1;
-            // SAFETY: lr->sd is the listener's live APR socket.
-            unsafe { sys::apr_os_sock_get(&mut fd, (*lr).sd) };
-            libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
+impl Listener {
+    /// The listener of a child serving `sockets` (one bucket's), serialising accept with
+    /// `accept_mutex` when given, creating transaction pools under `pconf`.
+    pub fn new(
+        sockets: Vec<ListenSocket>,
+        accept_mutex: Option<AcceptMutex>,
+        pconf: ConfigPool,
+    ) -> Listener {
+        Listener {
+            sockets,
+            accept_mutex,
+            pconf,
+        }
+    }
+
+    /// A transaction pool for the next accept: recycled from a worker if one is waiting,
+    /// else a new one (with its own allocator capped at MaxMemFree).
+    fn ptrans(&self, rt: &ChildRuntime, max_mem_free: usize) -> Option<Pool> {
+        if let Some(p) = rt.handoff.pop_pool() {
+            ChildStats::count(&rt.stats.ptrans_reused);
+            return Some(p);
+        }
+        match self.pconf.create_ptrans(max_mem_free) {
+            Ok(p) => {
+                ChildStats::count(&rt.stats.ptrans_created);
+                Some(p)
             }
-        })
-        .collect()
-}
-
-/// Waits until one of several listeners is readable (round-robin over ready ones).
-/// Returns None when interrupted (the caller re-checks whether to exit).
-fn poll_listeners(
-    rt: &ChildRuntime,
-    fds: &mut [libc::pollfd],
-    next: &mut usize,
-) -> Option<*mut sys::ap_listen_rec> {
-    for p in fds.iter_mut() {
-        p.revents = 0;
-    }
-    // SAFETY: fds is a valid array of pollfd.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-    if n <= 0 {
-        return None;
-    }
-    for k in 0..fds.len() {
-        let i = (*next + k) % fds.len();
-        if fds[i].revents != 0 {
-            *next = i + 1;
-            return Some(rt.listeners[i]);
-        }
-    }
-    None
-}
-
-/// Listener thread entry point (`data` is the child's `&'static ChildRuntime`).
-///
-/// # Safety
-/// Called by APR on a new thread with the child's leaked runtime as `data`.
-pub unsafe extern "C" fn main(_thd: *mut sys::apr_thread_t, data: *mut c_void) -> *mut c_void {
-    // SAFETY: data is the leaked runtime, valid for the child's life.
-    let rt: &'static ChildRuntime = unsafe { &*(data as *const ChildRuntime) };
-    rt.listener_os_thread
-        .store(thread::current_os_thread() as usize, Ordering::SeqCst);
-    unblock_for_this_thread(LISTENER_SIGNAL);
-
-    let mut ptrans: Option<Pool> = None;
-    let mut have_idle_worker = false;
-    let mut next_listener = 0usize;
-    let mut pollfds = listener_pollfds(rt);
-    let mut self_stop = StopMode::None;
-    // SAFETY: reading core's MaxMemFree (bytes).
-    let max_mem_free = unsafe { sys::ap_max_mem_free } as usize;
-
-    while !rt.listener_may_exit.load(Ordering::SeqCst) {
-        if rt.connections_left.load(Ordering::Relaxed) <= 0 {
-            // MaxConnectionsPerChild reached: this child retires gracefully.
-            self_stop = StopMode::Graceful;
-            break;
-        }
-        if !have_idle_worker {
-            match rt.handoff.wait_for_idler() {
-                Ok(()) => have_idle_worker = true,
-                Err(_) => break,
+            Err(e) => {
+                crate::mpm_log!(
+                    level::ALERT,
+                    e,
+                    "AH03137: Failed to create transaction pool"
+                );
+                None
             }
         }
-        if rt.listener_may_exit.load(Ordering::SeqCst) {
-            break;
-        }
-        if !rt.accept_mutex.is_null() {
-            // SAFETY: the mutex was child-initialised in child::main.
-            let rv = unsafe { sys::apr_proc_mutex_lock(rt.accept_mutex) };
-            if rv != 0 {
-                if apr_eintr(rv) {
-                    continue;
-                }
-                crate::mpm_log!(level::EMERG, rv, "AH00272: apr_proc_mutex_lock failed. Attempting to shutdown process gracefully.");
-                rt.resource_shortage.store(true, Ordering::SeqCst);
+    }
+
+    /// The thread's body: accept until a stop, then close the listeners, let the workers
+    /// drain the fdqueue, and report the listener gone.
+    pub fn run(mut self, rt: &'static ChildRuntime) {
+        panic::enter("listener thread");
+        rt.threads.listener_started();
+        signal::unblock_for_this_thread(LISTENER_SIGNAL);
+
+        let max_mem_free = httpd::max_mem_free();
+        // MaxConnectionsPerChild: connections this child may still accept.
+        let mut connections_left = match httpd::max_connections_per_child() {
+            n if n > 0 => n as u64,
+            _ => u64::MAX,
+        };
+        let mut poll = PollSet::new(&self.sockets);
+        let mut ptrans: Option<Pool> = None;
+        let mut have_idle_worker = false;
+        let mut self_stop = StopMode::None;
+
+        while !rt.shutdown.is_stopping() {
+            if connections_left == 0 {
+                // MaxConnectionsPerChild reached: this child retires gracefully.
                 self_stop = StopMode::Graceful;
                 break;
             }
-        }
-        let lr = if rt.listeners.len() == 1 {
-            Some(rt.listeners[0])
-        } else {
-            poll_listeners(rt, &mut pollfds, &mut next_listener)
-        };
-        let mut accepted: *mut c_void = ptr::null_mut();
-        let mut rv: sys::apr_status_t = 0;
-        if let Some(lr) = lr {
-            if ptrans.is_none() {
-                ptrans = match rt.handoff.pop_pool() {
-                    Some(p) => {
-                        rt.ptrans_reused.fetch_add(1, Ordering::Relaxed);
-                        Some(p)
+            if !have_idle_worker {
+                if !rt.handoff.wait_for_idler() {
+                    break;
+                }
+                have_idle_worker = true;
+            }
+            if rt.shutdown.is_stopping() {
+                break;
+            }
+            if let Some(m) = self.accept_mutex.as_mut() {
+                if let Err(rv) = m.lock() {
+                    if rv == libc::EINTR {
+                        continue;
                     }
-                    // SAFETY: pconf outlives the child (its pool tree is destroyed at exit).
-                    None => match unsafe { Pool::create_ptrans(rt.pconf, max_mem_free) } {
-                        Ok(p) => {
-                            rt.ptrans_created.fetch_add(1, Ordering::Relaxed);
-                            Some(p)
-                        }
-                        Err(e) => {
-                            crate::mpm_log!(
-                                level::ALERT,
-                                e,
-                                "AH03137: Failed to create transaction pool"
-                            );
-                            None
-                        }
-                    },
-                };
+                    crate::mpm_log!(level::EMERG, rv, "AH00272: apr_proc_mutex_lock failed. Attempting to shutdown process gracefully.");
+                    rt.shutdown.mark_sick();
+                    self_stop = StopMode::Graceful;
+                    break;
+                }
             }
-            if let Some(p) = ptrans {
-                // SAFETY: lr is one of this bucket's live listeners; accept_func is
-                // ap_unixd_accept, which allocates the client socket in ptrans.
-                rv = unsafe {
-                    ((*lr).accept_func.unwrap_or(sys::ap_unixd_accept))(
-                        &mut accepted,
-                        lr,
-                        p.as_ptr(),
-                    )
-                };
+            let ready = if self.sockets.len() == 1 {
+                Some(0)
             } else {
-                rt.resource_shortage.store(true, Ordering::SeqCst);
-                self_stop = StopMode::Graceful;
+                poll.wait()
+            };
+            let mut accepted = Accepted::Nothing;
+            if let Some(i) = ready {
+                if ptrans.is_none() {
+                    ptrans = self.ptrans(rt, max_mem_free);
+                }
+                match ptrans.as_mut() {
+                    Some(p) => accepted = self.sockets[i].accept(p),
+                    None => {
+                        rt.shutdown.mark_sick();
+                        self_stop = StopMode::Graceful;
+                    }
+                }
+            }
+            if let Some(m) = self.accept_mutex.as_mut() {
+                if let Err(rv) = m.unlock() {
+                    crate::mpm_log!(level::EMERG, rv, "AH00273: apr_proc_mutex_unlock failed. Attempting to shutdown process gracefully.");
+                    rt.shutdown.mark_sick();
+                    self_stop = StopMode::Graceful;
+                }
+            }
+            if self_stop != StopMode::None {
+                break;
+            }
+            let sock = match accepted {
+                Accepted::Socket(s) => s,
+                // Interrupted, or a benign accept error (reset, aborted…).
+                Accepted::Nothing => continue,
+                Accepted::Broken => {
+                    // ap_unixd_accept logged the cause; a broken listener is a resource
+                    // shortage.
+                    rt.shutdown.mark_sick();
+                    self_stop = StopMode::Graceful;
+                    break;
+                }
+            };
+            let Some(pool) = ptrans.take() else { continue };
+            match rt.handoff.push(Conn { sock, ptrans: pool }) {
+                Ok(()) => {
+                    have_idle_worker = false;
+                    ChildStats::count(&rt.stats.connections);
+                    connections_left = connections_left.saturating_sub(1);
+                }
+                Err(c) => {
+                    crate::mpm_log!(level::CRIT, 0, "AH03138: ap_queue_push_socket failed");
+                    ptrans = Some(c.drop_unserved());
+                }
             }
         }
-        if !rt.accept_mutex.is_null() {
-            // SAFETY: we hold the lock taken above.
-            let urv = unsafe { sys::apr_proc_mutex_unlock(rt.accept_mutex) };
-            if urv != 0 {
-                crate::mpm_log!(level::EMERG, urv, "AH00273: apr_proc_mutex_unlock failed. Attempting to shutdown process gracefully.");
-                rt.resource_shortage.store(true, Ordering::SeqCst);
-                self_stop = StopMode::Graceful;
-            }
-        }
-        if self_stop != StopMode::None {
-            break;
-        }
-        if rv == sys::APR_EGENERAL as sys::apr_status_t {
-            // ap_unixd_accept logged the cause; a broken listener is a resource shortage.
-            rt.resource_shortage.store(true, Ordering::SeqCst);
-            self_stop = StopMode::Graceful;
-            break;
-        }
-        if accepted.is_null() {
-            continue; // interrupted, or a benign accept error (reset, aborted…)
-        }
-        let Some(pool) = ptrans.take() else { continue };
-        let item = Accepted {
-            sock: accepted as *mut sys::apr_socket_t,
-            ptrans: pool,
-        };
-        match rt.handoff.push(item) {
-            Ok(()) => {
-                have_idle_worker = false;
-                rt.connections.fetch_add(1, Ordering::Relaxed);
-                rt.connections_left.fetch_sub(1, Ordering::Relaxed);
-            }
-            Err(a) => {
-                // SAFETY: the socket and pool are still ours.
-                unsafe { sys::apr_socket_close(a.sock) };
-                crate::mpm_log!(level::CRIT, 0, "AH03138: ap_queue_push_socket failed");
-                a.ptrans.clear();
-                ptrans = Some(a.ptrans);
-            }
-        }
-    }
 
-    // Leave: stop listening, let workers drain the queue and exit.
-    if let Some(&head) = rt.listeners.first() {
-        // SAFETY: closes this bucket's listener list (our copies; other processes keep theirs).
-        unsafe { sys::ap_close_listeners_ex(head) };
+        // Leave: stop listening, let workers drain the queue and exit.
+        if let Some(first) = self.sockets.first() {
+            first.close_from_here();
+        }
+        drop(ptrans);
+        rt.handoff.free_idle_pools();
+        rt.handoff.term_queue();
+        scoreboard::set_quiescing(rt.slot);
+        rt.shutdown.mark_listener_gone();
+        if self_stop != StopMode::None {
+            rt.ask_main_thread_to_stop(self_stop);
+        }
     }
-    if let Some(p) = ptrans.take() {
-        p.destroy();
-    }
-    rt.handoff.free_idle_pools();
-    rt.handoff.term_queue();
-    scoreboard::process(rt.slot).quiescing = 1;
-    rt.dying.store(true, Ordering::SeqCst);
-    if self_stop != StopMode::None {
-        rt.request_stop(self_stop);
-    }
-    ptr::null_mut()
 }

@@ -1,13 +1,27 @@
-//! The worker MPM, rebuilt: module and hooks (`module`), directives (`config`),
-//! restart-proof state (`retained`), the parent process (`parent`), a child's set-up
-//! and shutdown (`child`), its listener and worker threads, and scoreboard access.
+//! The worker MPM, rebuilt. Read top-down, the way a server lives and a connection
+//! travels; every module imports only from those below it:
+//!
+//! - `module`: the exported module struct and the hook table;
+//! - `config_pass`: a configuration pass (pre_config, check_config, open_logs), with
+//!   `directives` (parsing) and `query` (`ap_mpm_query` answers);
+//! - `parent`: the parent process (generation loop, fork and reap, idle maintenance);
+//! - `child`: a child process (set-up, the starter thread, the stop);
+//! - `listener`, `worker`: the two kinds of thread that serve;
+//! - `runtime`: what a child's threads share (stop state, thread registry, counters);
+//! - `handoff`, `conn`: the listener → worker hand-off (idle workers, recycled pools)
+//!   and the connection that travels through it;
+//! - `listen`, `settings`: the generation's listen buckets and settings.
 
 pub mod child;
-pub mod config;
+pub mod config_pass;
+pub mod conn;
+pub mod directives;
 pub mod handoff;
+pub mod listen;
 pub mod listener;
 pub mod module;
 pub mod parent;
-pub mod retained;
-pub mod scoreboard;
+pub mod query;
+pub mod runtime;
+pub mod settings;
 pub mod worker;

@@ -1,48 +1,19 @@
-//! The exported module struct `mpm_rworker_module`, hook registration, and the hooks
-//! httpd calls in the configuration phase: pre_config, check_config, open_logs,
-//! mpm_query and mpm_get_name (worker.c `worker_hooks` and friends).
+//! The exported module struct `mpm_rworker_module` and the hook table: which function
+//! httpd calls for which hook. Each entry point only names itself for the panic line,
+//! turns httpd's raw arguments into the FFI layer's handles (the one place their
+//! validity is asserted), and calls the safe code that does the work.
 
 use std::os::raw::{c_char, c_int};
 use std::ptr;
 
-use crate::apr::log::level;
-use crate::mpm::config::{self, settings, PhaseCell};
-use crate::mpm::{parent, retained};
+use crate::ffi::httpd::{ServerRec, SingleThreaded};
+use crate::ffi::pool::ConfigPool;
+use crate::ffi::{log, panic};
+use crate::mpm::{config_pass, parent, query};
 use crate::sys;
 
 /// The name httpd prints for this MPM (`apache2 -V`, mod_status `ServerMPM`).
 pub const MPM_NAME: &std::ffi::CStr = c"rworker";
-
-/// Per-generation listening state, rebuilt by `open_logs` on every config pass.
-pub struct Generation {
-    /// The generation's config pool (`pconf`).
-    pub pconf: *mut sys::apr_pool_t,
-    /// `ap_duplicate_listeners` buckets: `num_buckets` linked lists of listeners.
-    pub listen_buckets: *mut *mut sys::ap_listen_rec,
-    /// Number of listener buckets (ListenCoresBucketsRatio), >= 1 once open_logs ran.
-    pub num_buckets: c_int,
-    /// Pipe of death per bucket (`num_buckets` entries, in pconf).
-    pub pods: *mut *mut sys::ap_pod_t,
-    /// Accept mutex per bucket (null entries when a bucket has a single listener,
-    /// which Linux accepts unserialised: SINGLE_LISTEN_UNSERIALIZED_ACCEPT).
-    pub accept_mutexes: *mut *mut sys::apr_proc_mutex_t,
-    /// Whether `open_logs` created accept mutexes.
-    pub use_accept_mutex: bool,
-}
-
-static GENERATION: PhaseCell<Generation> = PhaseCell::new(Generation {
-    pconf: ptr::null_mut(),
-    listen_buckets: ptr::null_mut(),
-    num_buckets: 0,
-    pods: ptr::null_mut(),
-    accept_mutexes: ptr::null_mut(),
-    use_accept_mutex: false,
-});
-
-/// The current generation's listening state.
-pub fn generation() -> &'static Generation {
-    GENERATION.get()
-}
 
 /// A NUL-terminated list of module names for hook ordering.
 #[repr(transparent)]
@@ -75,11 +46,26 @@ pub static mut mpm_rworker_module: sys::module = sys::module {
     flags: 0,
 };
 
+/// Asserts the parent's single-threaded configuration phase for a hook httpd runs there.
+///
+/// # Safety
+/// Called only from the configuration hooks and the `mpm` hook below, which httpd runs
+/// in the parent, on its only thread.
+unsafe fn parent_phase() -> SingleThreaded {
+    // SAFETY: forwarded to the caller.
+    unsafe { SingleThreaded::assume() }
+}
+
 unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
-    // SAFETY: called once per load by ap_add_module, single-threaded; the hook
-    // functions live in this DSO, which is never unmapped (-z nodelete).
+    panic::install_hook();
+    panic::enter("register_hooks");
+    // SAFETY: httpd assigned the index in ap_add_module, which calls us right after,
+    // single-threaded; nothing else writes the struct meanwhile.
+    log::set_module_index(unsafe { (*ptr::addr_of!(mpm_rworker_module)).module_index });
+    // SAFETY: called once per load by ap_add_module, single-threaded; the hook functions
+    // live in this DSO, which is never unmapped (-z nodelete); CORE_ONLY is a
+    // NUL-terminated 'static list.
     unsafe {
-        config::settings_mut().one_process = false;
         sys::ap_hook_open_logs(
             Some(open_logs),
             ptr::null(),
@@ -99,7 +85,7 @@ unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
             sys::APR_HOOK_MIDDLE as c_int,
         );
         sys::ap_hook_mpm(
-            Some(parent::run),
+            Some(mpm),
             ptr::null(),
             ptr::null(),
             sys::APR_HOOK_MIDDLE as c_int,
@@ -119,67 +105,16 @@ unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
     }
 }
 
-fn config_define(name: &std::ffi::CStr) -> bool {
-    // SAFETY: reads httpd's -D list with a valid C string.
-    unsafe { sys::ap_exists_config_define(name.as_ptr()) != 0 }
-}
-
 unsafe extern "C" fn pre_config(
     pconf: *mut sys::apr_pool_t,
     _plog: *mut sys::apr_pool_t,
     _ptemp: *mut sys::apr_pool_t,
 ) -> c_int {
-    let debug = config_define(c"DEBUG");
-    let one_process = debug || config_define(c"ONE_PROCESS");
-    let foreground = debug || config_define(c"FOREGROUND");
-    let no_detach = config_define(c"NO_DETACH");
-
-    // SAFETY: configuration phase, single-threaded; retained data lives in ap_pglobal.
-    unsafe {
-        let r = retained::get_or_create();
-        let mpm = r.mpm();
-        mpm.mpm_state = sys::AP_MPMQ_STARTING as c_int;
-        let rv = sys::ap_mutex_register(
-            pconf,
-            c"mpm-accept".as_ptr(),
-            ptr::null(),
-            sys::apr_lockmech_e_APR_LOCK_DEFAULT,
-            0,
-        );
-        if rv != 0 {
-            crate::mpm_log!(
-                level::CRIT | level::STARTUP,
-                rv,
-                "RW00001: could not register the mpm-accept mutex"
-            );
-            return sys::DONE;
-        }
-        // A different MPM ran before us (MPM switched across restart): nothing to keep.
-        if mpm.baton != r as *mut _ as *mut std::ffi::c_void {
-            mpm.was_graceful = 0;
-            mpm.baton = r as *mut _ as *mut std::ffi::c_void;
-        }
-        mpm.module_loads += 1;
-
-        // The second load of a normal start is where a daemon detaches.
-        if mpm.module_loads == 2 && !one_process && !foreground {
-            sys::ap_fatal_signal_setup(sys::ap_server_conf, pconf);
-            let how = if no_detach {
-                sys::APR_PROC_DETACH_FOREGROUND
-            } else {
-                sys::APR_PROC_DETACH_DAEMONIZE
-            };
-            let rv = sys::apr_proc_detach(how as c_int);
-            if rv != 0 {
-                crate::mpm_log!(level::CRIT, rv, "AH00299: apr_proc_detach failed");
-                return 500; // HTTP_INTERNAL_SERVER_ERROR, as the stock MPM returns
-            }
-        }
-        sys::ap_listen_pre_config();
-        config::reset_defaults(one_process, foreground, no_detach);
-        sys::ap_extended_status = 0;
-    }
-    sys::OK as c_int
+    panic::enter("pre_config hook");
+    // SAFETY: httpd runs pre_config in the parent's configuration phase with the new
+    // generation's pconf, which lives for the generation.
+    let (token, pconf) = unsafe { (parent_phase(), ConfigPool::new(pconf)) };
+    pconf.map_or(sys::DONE, |p| config_pass::pre_config(token, p))
 }
 
 unsafe extern "C" fn check_config(
@@ -188,12 +123,9 @@ unsafe extern "C" fn check_config(
     _ptemp: *mut sys::apr_pool_t,
     _s: *mut sys::server_rec,
 ) -> c_int {
-    // SAFETY: configuration phase; pre_config created the retained data.
-    unsafe {
-        let r = retained::get_or_create();
-        let startup = r.mpm().module_loads == 1;
-        config::check_config(r, startup)
-    }
+    panic::enter("check_config hook");
+    // SAFETY: httpd runs check_config in the parent's configuration phase.
+    config_pass::check_config(unsafe { parent_phase() })
 }
 
 unsafe extern "C" fn open_logs(
@@ -202,138 +134,40 @@ unsafe extern "C" fn open_logs(
     _ptemp: *mut sys::apr_pool_t,
     s: *mut sys::server_rec,
 ) -> c_int {
-    // SAFETY: configuration phase, single-threaded; pointers come from httpd.
-    unsafe {
-        let r = retained::get_or_create();
-        let mpm = r.mpm();
-        let startup = if mpm.module_loads == 1 {
-            level::STARTUP
-        } else {
-            0
-        };
-        let g = GENERATION.get_mut();
-        *g = Generation {
-            pconf,
-            listen_buckets: ptr::null_mut(),
-            num_buckets: 0,
-            pods: ptr::null_mut(),
-            accept_mutexes: ptr::null_mut(),
-            use_accept_mutex: false,
-        };
-
-        let nlisteners = sys::ap_setup_listeners(s);
-        if nlisteners < 1 {
-            crate::mpm_log!(
-                level::ALERT | startup,
-                0,
-                "AH00308: no listening sockets available, shutting down"
-            );
-            return sys::DONE;
-        }
-
-        // Keep the bucket count across a graceful restart (children of the old
-        // generation still share the old layout); recompute it otherwise.
-        let mut num_buckets: c_int = if settings().one_process {
-            1
-        } else if mpm.was_graceful != 0 {
-            mpm.num_buckets
-        } else {
-            0
-        };
-        let rv = sys::ap_duplicate_listeners(pconf, s, &mut g.listen_buckets, &mut num_buckets);
-        if rv != 0 {
-            crate::mpm_log!(
-                level::CRIT | startup,
-                rv,
-                "AH03264: could not duplicate listeners"
-            );
-            return sys::DONE;
-        }
-        g.num_buckets = num_buckets;
-        g.pods = sys::apr_palloc(
-            pconf,
-            (std::mem::size_of::<*mut sys::ap_pod_t>() * num_buckets as usize) as _,
-        ) as _;
-        g.accept_mutexes = sys::apr_palloc(
-            pconf,
-            (std::mem::size_of::<*mut sys::apr_proc_mutex_t>() * num_buckets as usize) as _,
-        ) as _;
-        // One listener per bucket may be accepted without a lock on Linux.
-        g.use_accept_mutex = !(*sys::ap_listeners).next.is_null();
-        for b in 0..num_buckets as usize {
-            let pod = g.pods.add(b);
-            let rv = sys::ap_mpm_podx_open(pconf, pod);
-            if rv != 0 {
-                crate::mpm_log!(
-                    level::CRIT | startup,
-                    rv,
-                    "AH03265: could not open pipe-of-death"
-                );
-                return sys::DONE;
-            }
-            *g.accept_mutexes.add(b) = ptr::null_mut();
-            if g.use_accept_mutex {
-                let id = std::ffi::CString::new(b.to_string()).unwrap_or_default();
-                let id = sys::apr_pstrdup(pconf, id.as_ptr());
-                let rv = sys::ap_proc_mutex_create(
-                    g.accept_mutexes.add(b),
-                    ptr::null_mut(),
-                    c"mpm-accept".as_ptr(),
-                    id,
-                    s,
-                    pconf,
-                    0,
-                );
-                if rv != 0 {
-                    crate::mpm_log!(
-                        level::CRIT | startup,
-                        rv,
-                        "AH03266: could not create the accept mutex"
-                    );
-                    return sys::DONE;
-                }
-            }
-        }
-        if mpm.max_buckets < num_buckets {
-            mpm.max_buckets = num_buckets;
-        }
-        mpm.num_buckets = num_buckets;
-        r.ensure_spawn_rates(mpm.max_buckets.max(num_buckets));
+    panic::enter("open_logs hook");
+    // SAFETY: httpd runs open_logs in the parent's configuration phase with the
+    // generation's pconf and main server record.
+    let (token, pconf, s) = unsafe { (parent_phase(), ConfigPool::new(pconf), ServerRec::new(s)) };
+    match (pconf, s) {
+        (Some(p), Some(s)) => config_pass::open_logs(token, p, s),
+        _ => sys::DONE,
     }
-    sys::OK as c_int
 }
 
-unsafe extern "C" fn query(
-    query_code: c_int,
-    result: *mut c_int,
-    rv: *mut sys::apr_status_t,
+unsafe extern "C" fn mpm(
+    pconf: *mut sys::apr_pool_t,
+    _plog: *mut sys::apr_pool_t,
+    s: *mut sys::server_rec,
 ) -> c_int {
-    let s = settings();
-    let r = retained::get();
+    panic::enter("parent process (mpm hook)");
+    // SAFETY: httpd runs the mpm hook in the parent, on its only thread, with the
+    // generation's pconf and main server record.
+    let (token, pconf, s) = unsafe { (parent_phase(), ConfigPool::new(pconf), ServerRec::new(s)) };
+    match (pconf, s) {
+        (Some(p), Some(s)) => parent::run(token, p, s),
+        _ => sys::DONE,
+    }
+}
+
+unsafe extern "C" fn query(code: c_int, result: *mut c_int, rv: *mut sys::apr_status_t) -> c_int {
+    let (value, status) = match query::answer(code) {
+        Some(v) => (v, sys::APR_SUCCESS as sys::apr_status_t),
+        None => (0, sys::APR_ENOTIMPL as sys::apr_status_t),
+    };
     // SAFETY: httpd passes valid out-pointers.
     unsafe {
-        *rv = sys::APR_SUCCESS as _;
-        *result = match query_code as u32 {
-            sys::AP_MPMQ_MAX_DAEMON_USED => r.map_or(0, |r| r.max_daemons_limit.max(0)),
-            sys::AP_MPMQ_IS_THREADED => sys::AP_MPMQ_STATIC as c_int,
-            sys::AP_MPMQ_IS_FORKED => sys::AP_MPMQ_DYNAMIC as c_int,
-            sys::AP_MPMQ_HARD_LIMIT_DAEMONS => s.server_limit,
-            sys::AP_MPMQ_HARD_LIMIT_THREADS => s.thread_limit,
-            sys::AP_MPMQ_MAX_THREADS => s.threads_per_child,
-            sys::AP_MPMQ_MIN_SPARE_DAEMONS | sys::AP_MPMQ_MAX_SPARE_DAEMONS => 0,
-            sys::AP_MPMQ_MIN_SPARE_THREADS => s.min_spare_threads,
-            sys::AP_MPMQ_MAX_SPARE_THREADS => s.max_spare_threads,
-            sys::AP_MPMQ_MAX_REQUESTS_DAEMON => sys::ap_max_requests_per_child,
-            sys::AP_MPMQ_MAX_DAEMONS => s.daemons_limit,
-            sys::AP_MPMQ_MPM_STATE => {
-                r.map_or(sys::AP_MPMQ_STARTING as c_int, |r| r.mpm().mpm_state)
-            }
-            sys::AP_MPMQ_GENERATION => r.map_or(0, |r| r.mpm().my_generation),
-            _ => {
-                *rv = sys::APR_ENOTIMPL as _;
-                0
-            }
-        };
+        *result = value;
+        *rv = status;
     }
     sys::OK as c_int
 }

@@ -1,124 +1,76 @@
-//! Worker threads: announce idleness (recycling the last transaction pool), pop an
-//! accepted connection from the fdqueue, run it through httpd's connection hooks,
-//! clear its pool (worker.c `worker_thread`, `process_socket`).
+//! Worker threads (worker.c `worker_thread`, `process_socket`): announce idleness,
+//! recycling the last connection's pool; pop a connection from the fdqueue; serve it
+//! (`conn`); clear its pool; again.
 
-use std::ffi::c_void;
-use std::os::raw::c_int;
-use std::ptr;
-use std::sync::atomic::Ordering;
+use std::os::raw::{c_int, c_long};
+use std::sync::OnceLock;
 
-use rworker_queue::PopError;
+use crate::ffi::scoreboard::{self, status};
+use crate::ffi::thread::{self, CurrentThread};
+use crate::ffi::{panic, signal};
+use crate::mpm::handoff::Next;
+use crate::mpm::runtime::{ChildRuntime, WORKER_SIGNAL};
 
-use crate::apr::pool::Pool;
-use crate::apr::thread;
-use crate::mpm::child::{unblock_for_this_thread, Accepted, WorkerArgs, WORKER_SIGNAL};
-use crate::mpm::config::settings;
-use crate::mpm::scoreboard::{self, status};
-use crate::sys;
+/// Test hook: with `RWORKER_TEST_PANIC_FILE=/some/path` in httpd's environment, the worker
+/// that manages to delete that file panics while serving its connection, so tests can
+/// check that a panic is logged and the child replaced. Read once per process.
+fn injected_panic_due() -> bool {
+    static PATH: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    PATH.get_or_init(|| std::env::var_os("RWORKER_TEST_PANIC_FILE").map(Into::into))
+        .as_ref()
+        .is_some_and(|p| std::fs::remove_file(p).is_ok())
+}
 
-/// Worker thread entry point (`data` is a boxed [`WorkerArgs`]).
-///
-/// # Safety
-/// Called by APR on a new thread with the `WorkerArgs` box the starter leaked for it.
-pub unsafe extern "C" fn main(thd: *mut sys::apr_thread_t, data: *mut c_void) -> *mut c_void {
-    // SAFETY: the starter boxed the args for this thread and handed over ownership.
-    let args = unsafe { Box::from_raw(data as *mut WorkerArgs) };
-    let (rt, t) = (args.rt, args.thread_num);
-    let entry = &rt.workers[t as usize];
-    entry
-        .os_thread
-        .store(thread::current_os_thread() as usize, Ordering::SeqCst);
-    {
-        let ws = scoreboard::worker(rt.slot, t);
-        ws.pid = std::process::id() as sys::pid_t;
-        // SAFETY: trivially safe APR call.
-        ws.tid = unsafe { sys::apr_os_thread_current() };
-        ws.generation = rt.generation;
-    }
-    unblock_for_this_thread(WORKER_SIGNAL);
+/// Worker thread `t`'s body.
+pub fn run(rt: &'static ChildRuntime, t: usize, thd: CurrentThread) {
+    panic::enter("worker thread");
+    let tn = t as c_int;
+    rt.threads.worker_started(t);
+    scoreboard::register_worker(
+        rt.slot,
+        tn,
+        std::process::id() as libc::pid_t,
+        thread::os_thread_id(),
+        rt.generation,
+    );
+    signal::unblock_for_this_thread(WORKER_SIGNAL);
+    let conn_id = (rt.slot * rt.thread_limit + tn) as c_long;
 
-    let mut last_ptrans: Option<Pool> = None;
+    let mut last_ptrans = None;
     let mut is_idle = false;
-    while !rt.workers_may_exit.load(Ordering::SeqCst) {
+    while !rt.shutdown.workers_must_exit() {
         if !is_idle {
             // Recycle the previous connection's pool as we announce ourselves, so the
             // listener finds it for the connection it accepts for us.
             rt.handoff.set_idle(last_ptrans.take());
             is_idle = true;
         }
-        scoreboard::set_status(rt.slot, t, status::READY);
+        scoreboard::set_thread_status(rt.slot, tn, status::READY);
         match rt.handoff.pop() {
-            Ok(acc) => {
+            Next::Conn(conn) => {
                 is_idle = false;
-                if rt.workers_may_exit.load(Ordering::SeqCst) {
+                if rt.shutdown.workers_must_exit() {
                     // Immediate stop: drop the connection unserved.
-                    // SAFETY: the socket is ours now.
-                    unsafe { sys::apr_socket_close(acc.sock) };
-                    acc.ptrans.clear();
-                    last_ptrans = Some(acc.ptrans);
+                    last_ptrans = Some(conn.drop_unserved());
                     break;
                 }
-                let ptrans = acc.ptrans;
-                process_socket(thd, acc, rt.slot, t, &entry.fd);
-                ptrans.clear();
-                last_ptrans = Some(ptrans);
+                if injected_panic_due() {
+                    panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
+                }
+                last_ptrans = Some(conn.serve(&thd, rt.slot, tn, conn_id, |fd| {
+                    rt.threads.set_worker_fd(t, fd)
+                }));
             }
-            Err(PopError::Terminated) => break,
-            Err(PopError::Interrupted) | Err(PopError::Empty) => continue,
+            Next::Terminated => break,
+            Next::Interrupted => continue,
         }
     }
-    let dying = rt.dying.load(Ordering::SeqCst);
-    scoreboard::set_status(
+    let gone = rt.shutdown.listener_gone();
+    scoreboard::set_thread_status(
         rt.slot,
-        t,
-        if dying {
-            status::DEAD
-        } else {
-            status::GRACEFUL
-        },
+        tn,
+        if gone { status::DEAD } else { status::GRACEFUL },
     );
-    if let Some(p) = last_ptrans {
-        p.destroy();
-    }
-    rt.live_workers.fetch_sub(1, Ordering::SeqCst);
-    ptr::null_mut()
-}
-
-/// Serves one connection: scoreboard handle, conn_rec, the protocol's
-/// process_connection hooks (HTTP keep-alive loop included), lingering close.
-fn process_socket(
-    thd: *mut sys::apr_thread_t,
-    acc: Accepted,
-    slot: c_int,
-    t: c_int,
-    fd_slot: &std::sync::atomic::AtomicI32,
-) {
-    let Accepted { sock, ptrans } = acc;
-    let conn_id = (slot * settings().thread_limit + t) as std::os::raw::c_long;
-    let mut fd: sys::apr_os_sock_t = -1;
-    // SAFETY: sock and ptrans came from the listener's accept and are ours alone; the
-    // core's hooks take them as httpd's own worker passes them.
-    unsafe {
-        sys::apr_os_sock_get(&mut fd, sock);
-        fd_slot.store(fd, Ordering::SeqCst);
-        let mut sbh: *mut sys::ap_sb_handle_t = ptr::null_mut();
-        sys::ap_create_sb_handle(&mut sbh, ptrans.as_ptr(), slot, t);
-        let ba = sys::apr_bucket_alloc_create(ptrans.as_ptr());
-        let c = sys::ap_run_create_connection(
-            ptrans.as_ptr(),
-            sys::ap_server_conf,
-            sock,
-            conn_id,
-            sbh as *mut c_void,
-            ba,
-        );
-        if !c.is_null() {
-            (*c).current_thread = thd;
-            sys::ap_process_connection(c, sock as *mut c_void);
-            // Unpublish the descriptor before the close below frees its number.
-            fd_slot.store(-1, Ordering::SeqCst);
-            sys::ap_lingering_close(c);
-        }
-        fd_slot.store(-1, Ordering::SeqCst);
-    }
+    drop(last_ptrans);
+    rt.threads.worker_exiting();
 }

@@ -7,8 +7,21 @@
 
 use std::ffi::CString;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::sys;
+
+/// rworker's module index, as httpd assigned it in `ap_add_module` (-1 until then,
+/// which logs as "no module").
+static MODULE_INDEX: AtomicI32 = AtomicI32::new(-1);
+
+/// Records the module index httpd gave rworker (called from `register_hooks`, which
+/// httpd runs right after assigning it).
+pub fn set_module_index(index: c_int) {
+    // Relaxed: the value is written by the single-threaded configuration phase, before
+    // any MPM thread or child exists; fork and thread creation order it for readers.
+    MODULE_INDEX.store(index, Ordering::Relaxed);
+}
 
 /// httpd log levels (`APLOG_*` in http_log.h), as `c_int`.
 pub mod level {
@@ -27,33 +40,18 @@ pub mod level {
 }
 
 /// Writes one error-log line at `level` (an `APLOG_*` value, optionally or-ed with
-/// `APLOG_STARTUP`), with APR status `status` (0 for none), against `server`
-/// (null: `ap_server_conf`, or stderr before the config is read).
+/// `APLOG_STARTUP`), with APR status `status` (0 for none), against `ap_server_conf`
+/// (stderr before the config is read).
 ///
 /// Interior NUL bytes in `msg` are replaced; the call never fails.
-pub fn log_error(
-    file: &'static str,
-    line: u32,
-    level: c_int,
-    status: i32,
-    server: *const sys::server_rec,
-    msg: &str,
-) {
+pub fn log_error(file: &'static str, line: u32, level: c_int, status: i32, msg: &str) {
     let msg = CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
     let file = CString::new(file).unwrap_or_default();
-    // SAFETY: reading an exported global pointer of httpd (written only by the
-    // single-threaded config phase) and our own module struct's index field.
-    let (server, index) = unsafe {
-        let s = if server.is_null() {
-            sys::ap_server_conf as *const _
-        } else {
-            server
-        };
-        (
-            s,
-            (*std::ptr::addr_of!(crate::mpm_rworker_module)).module_index,
-        )
-    };
+    // SAFETY: reading an exported global pointer of httpd, written only by the
+    // single-threaded configuration phase (null before the config is read).
+    let server = unsafe { sys::ap_server_conf as *const sys::server_rec };
+    // Relaxed: see set_module_index.
+    let index = MODULE_INDEX.load(Ordering::Relaxed);
     // SAFETY: `%s` with a NUL-terminated string matches the variadic contract of
     // ap_log_error_; file and msg outlive the call; a null server is accepted.
     unsafe {
@@ -71,10 +69,10 @@ pub fn log_error(
 }
 
 /// `mpm_log!(LEVEL, status, "AH00000: format", args…)`: an error-log line from the
-/// MPM at `crate::apr::log::level::LEVEL`, against `ap_server_conf`.
+/// MPM at `crate::ffi::log::level::LEVEL`, against `ap_server_conf`.
 #[macro_export]
 macro_rules! mpm_log {
     ($lvl:expr, $status:expr, $($arg:tt)*) => {
-        $crate::apr::log::log_error(file!(), line!(), $lvl, $status as i32, std::ptr::null(), &format!($($arg)*))
+        $crate::ffi::log::log_error(file!(), line!(), $lvl, $status as i32, &format!($($arg)*))
     };
 }

@@ -1,0 +1,380 @@
+//! The generation's listening side, built by `open_logs` in pconf: listeners split into
+//! buckets (`ap_duplicate_listeners`, ListenCoresBucketsRatio), one pipe of death per
+//! bucket, and one cross-process accept mutex per bucket with several listeners (Linux
+//! accepts a single listener unserialised: SINGLE_LISTEN_UNSERIALIZED_ACCEPT).
+
+use std::ffi::CString;
+use std::os::raw::c_int;
+use std::os::unix::io::RawFd;
+use std::ptr::{self, NonNull};
+
+use crate::ffi::httpd::{ServerRec, SingleThreaded};
+use crate::ffi::pool::{ConfigPool, Pool};
+use crate::ffi::socket::ClientSocket;
+use crate::sys;
+
+/// How the parent asks children to stop through a pipe of death.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodMessage {
+    /// Nothing (the read was interrupted, or the pipe had nothing for us).
+    None,
+    /// Stop accepting, finish in-flight connections, exit.
+    Graceful,
+    /// Exit now.
+    Restart,
+}
+
+impl PodMessage {
+    fn to_raw(self) -> sys::ap_podx_restart_t {
+        match self {
+            PodMessage::None => sys::ap_podx_restart_t_AP_MPM_PODX_NORESTART,
+            PodMessage::Graceful => sys::ap_podx_restart_t_AP_MPM_PODX_GRACEFUL,
+            PodMessage::Restart => sys::ap_podx_restart_t_AP_MPM_PODX_RESTART,
+        }
+    }
+}
+
+/// Which step of [`ListenBuckets::open`] failed, with the APR status.
+#[derive(Clone, Copy, Debug)]
+pub enum OpenError {
+    /// `ap_duplicate_listeners`.
+    Duplicate(i32),
+    /// A pipe of death.
+    Pod(i32),
+    /// An accept mutex.
+    AcceptMutex(i32),
+}
+
+/// The generation's buckets. Everything lives in pconf, which httpd owns and which
+/// outlives every use (parent: the generation; child: until exit), so the handle is
+/// `Copy` and destroys nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct ListenBuckets {
+    buckets: NonNull<*mut sys::ap_listen_rec>,
+    num: usize,
+    pods: NonNull<*mut sys::ap_pod_t>,
+    mutexes: NonNull<*mut sys::apr_proc_mutex_t>,
+    use_accept_mutex: bool,
+}
+
+// SAFETY: after `open` the arrays are only read; the objects they point to are used by
+// one thread of a child each (its listener) or by the single-threaded parent.
+unsafe impl Send for ListenBuckets {}
+// SAFETY: as for Send.
+unsafe impl Sync for ListenBuckets {}
+
+/// Sets up the server's listening sockets (`ap_setup_listeners`); returns how many.
+pub fn setup_listeners(_: SingleThreaded, s: ServerRec) -> c_int {
+    // SAFETY: the parent's configuration phase (token) with the live server record.
+    unsafe { sys::ap_setup_listeners(s.as_ptr()) }
+}
+
+/// Closes the parent's copies of every listener (graceful stop).
+pub fn close_all_listeners() {
+    // SAFETY: closes httpd's global listener list; the parent no longer uses it.
+    unsafe { sys::ap_close_listeners() };
+}
+
+impl ListenBuckets {
+    /// Splits the listeners into buckets (`num_buckets`: 0 = let httpd compute, else
+    /// keep that many), opens a pipe of death per bucket and, when some bucket has
+    /// several listeners, an accept mutex per bucket. Call after [`setup_listeners`]
+    /// found at least one listener.
+    pub fn open(
+        _: SingleThreaded,
+        pconf: ConfigPool,
+        s: ServerRec,
+        num_buckets: c_int,
+    ) -> Result<ListenBuckets, OpenError> {
+        let s = s.as_ptr();
+        let mut buckets = ptr::null_mut();
+        let mut num = num_buckets;
+        // SAFETY: configuration phase (token); pconf and s are live; out-pointers valid.
+        let rv = unsafe { sys::ap_duplicate_listeners(pconf.as_ptr(), s, &mut buckets, &mut num) };
+        if rv != 0 {
+            return Err(OpenError::Duplicate(rv));
+        }
+        let num = num.max(1) as usize;
+        let pods =
+            pconf.alloc(std::mem::size_of::<*mut sys::ap_pod_t>() * num) as *mut *mut sys::ap_pod_t;
+        let mutexes = pconf.alloc(std::mem::size_of::<*mut sys::apr_proc_mutex_t>() * num)
+            as *mut *mut sys::apr_proc_mutex_t;
+        // One listener per bucket may be accepted without a lock on Linux.
+        // SAFETY: ap_listeners is the global list set up by setup_listeners.
+        let use_accept_mutex = unsafe {
+            let first = sys::ap_listeners;
+            !first.is_null() && !(*first).next.is_null()
+        };
+        for b in 0..num {
+            // SAFETY: pods and mutexes have num entries in pconf (allocated above).
+            unsafe {
+                *mutexes.add(b) = ptr::null_mut();
+                let rv = sys::ap_mpm_podx_open(pconf.as_ptr(), pods.add(b));
+                if rv != 0 {
+                    return Err(OpenError::Pod(rv));
+                }
+                if use_accept_mutex {
+                    let id = CString::new(b.to_string()).unwrap_or_default();
+                    let id = sys::apr_pstrdup(pconf.as_ptr(), id.as_ptr());
+                    let rv = sys::ap_proc_mutex_create(
+                        mutexes.add(b),
+                        ptr::null_mut(),
+                        c"mpm-accept".as_ptr(),
+                        id,
+                        s,
+                        pconf.as_ptr(),
+                        0,
+                    );
+                    if rv != 0 {
+                        return Err(OpenError::AcceptMutex(rv));
+                    }
+                }
+            }
+        }
+        let nn = |p| NonNull::new(p).ok_or(OpenError::Duplicate(sys::APR_ENOMEM as i32));
+        Ok(ListenBuckets {
+            buckets: nn(buckets as *mut _)?,
+            num,
+            pods: NonNull::new(pods).ok_or(OpenError::Pod(sys::APR_ENOMEM as i32))?,
+            mutexes: NonNull::new(mutexes).ok_or(OpenError::AcceptMutex(sys::APR_ENOMEM as i32))?,
+            use_accept_mutex,
+        })
+    }
+
+    /// Number of buckets (>= 1).
+    pub fn num_buckets(&self) -> usize {
+        self.num
+    }
+
+    /// Whether children serialise accept with a mutex.
+    pub fn use_accept_mutex(&self) -> bool {
+        self.use_accept_mutex
+    }
+
+    fn check(&self, bucket: usize) {
+        assert!(
+            bucket < self.num,
+            "rworker: bucket {bucket} of {}",
+            self.num
+        );
+    }
+
+    /// `bucket`'s pipe of death.
+    pub fn pod(&self, bucket: usize) -> Pod {
+        self.check(bucket);
+        // SAFETY: in-bounds entry (checked) of the array filled by open.
+        Pod(unsafe { *self.pods.as_ptr().add(bucket) })
+    }
+
+    /// Writes `how` to every bucket's pipe of death, once per child slot up to `slots`
+    /// (`ap_mpm_podx_killpg`).
+    pub fn signal_all(&self, slots: c_int, how: PodMessage) {
+        for b in 0..self.num {
+            // SAFETY: every pod was opened by open; the call only writes to the pipe.
+            unsafe { sys::ap_mpm_podx_killpg(self.pod(b).0, slots, how.to_raw()) };
+        }
+    }
+
+    /// In a fresh child serving `keep`: closes every other bucket's listeners and pipe
+    /// of death (the child's copies only).
+    pub fn close_other_buckets(&self, keep: usize) {
+        for b in (0..self.num).filter(|&b| b != keep) {
+            // SAFETY: in-bounds entries of open's arrays; closing this process's copies.
+            unsafe {
+                sys::ap_close_listeners_ex(*self.buckets.as_ptr().add(b));
+                sys::ap_mpm_podx_close(*self.pods.as_ptr().add(b));
+            }
+        }
+    }
+
+    /// `bucket`'s listening sockets, each set to accept with `ap_unixd_accept`.
+    pub fn listeners(&self, bucket: usize) -> Vec<Listener> {
+        self.check(bucket);
+        let mut out = Vec::new();
+        // SAFETY: the bucket's list was built by ap_duplicate_listeners in pconf; a child
+        // sets accept_func before its listener thread exists.
+        unsafe {
+            let mut lr = *self.buckets.as_ptr().add(bucket);
+            while let Some(l) = NonNull::new(lr) {
+                (*lr).accept_func = Some(sys::ap_unixd_accept);
+                out.push(Listener(l));
+                lr = (*lr).next;
+            }
+        }
+        out
+    }
+
+    /// `bucket`'s accept mutex as the parent created it (None without one). A child must
+    /// re-attach it with [`AcceptMutex::child_init`] before use.
+    pub fn accept_mutex(&self, bucket: usize) -> Option<ParentAcceptMutex> {
+        self.check(bucket);
+        // SAFETY: in-bounds entry of open's array.
+        NonNull::new(unsafe { *self.mutexes.as_ptr().add(bucket) }).map(ParentAcceptMutex)
+    }
+}
+
+/// A pipe of death (lives in pconf).
+#[derive(Clone, Copy, Debug)]
+pub struct Pod(*mut sys::ap_pod_t);
+
+impl Pod {
+    /// Waits for a message on the pipe (a signal interrupts the wait).
+    pub fn check(self) -> PodMessage {
+        // SAFETY: an open pod of this generation.
+        let rv = unsafe { sys::ap_mpm_podx_check(self.0) } as u32;
+        match rv {
+            sys::ap_podx_restart_t_AP_MPM_PODX_GRACEFUL => PodMessage::Graceful,
+            sys::ap_podx_restart_t_AP_MPM_PODX_RESTART => PodMessage::Restart,
+            _ => PodMessage::None,
+        }
+    }
+
+    /// Asks one child of the bucket to stop (the first to read it).
+    pub fn signal(self, how: PodMessage) {
+        // SAFETY: an open pod of this generation; the call only writes to the pipe.
+        unsafe { sys::ap_mpm_podx_signal(self.0, how.to_raw()) };
+    }
+}
+
+/// One listening socket of a child's bucket, used by its listener thread only.
+#[derive(Debug)]
+pub struct Listener(NonNull<sys::ap_listen_rec>);
+
+// SAFETY: moved to the listener thread, which alone uses it (not Sync, not Copy).
+unsafe impl Send for Listener {}
+
+/// What one accept gave.
+#[derive(Debug)]
+pub enum Accepted {
+    /// A client socket, allocated in the ptrans passed to accept.
+    Socket(ClientSocket),
+    /// Nothing, for a benign reason (interrupted, the client reset…): try again.
+    Nothing,
+    /// The listener is broken (`ap_unixd_accept` logged why): the child should retire.
+    Broken,
+}
+
+impl Listener {
+    /// The listening descriptor (for poll over several listeners).
+    pub fn os_fd(&self) -> RawFd {
+        let mut fd: sys::apr_os_sock_t = -1;
+        // SAFETY: lr->sd is the listener's live APR socket.
+        unsafe { sys::apr_os_sock_get(&mut fd, (*self.0.as_ptr()).sd) };
+        fd
+    }
+
+    /// Accepts one connection into `ptrans` (the listener's `accept_func`).
+    pub fn accept(&self, ptrans: &mut Pool) -> Accepted {
+        let mut sock: *mut std::ffi::c_void = ptr::null_mut();
+        // SAFETY: a live listener of this child's bucket; accept_func (ap_unixd_accept)
+        // allocates the client socket in ptrans, which we hold exclusively.
+        let rv = unsafe {
+            let lr = self.0.as_ptr();
+            ((*lr).accept_func.unwrap_or(sys::ap_unixd_accept))(&mut sock, lr, ptrans.as_ptr())
+        };
+        if rv == sys::APR_EGENERAL as sys::apr_status_t {
+            return Accepted::Broken;
+        }
+        // SAFETY: on success the socket is open, ours alone, and lives in ptrans.
+        match unsafe { ClientSocket::from_raw(sock as *mut sys::apr_socket_t) } {
+            Some(s) => Accepted::Socket(s),
+            None => Accepted::Nothing,
+        }
+    }
+
+    /// Closes this listener and the ones after it in the bucket's list (the child's
+    /// copies; other processes keep theirs).
+    pub fn close_from_here(&self) {
+        // SAFETY: a live listener list of this child.
+        unsafe { sys::ap_close_listeners_ex(self.0.as_ptr()) };
+    }
+}
+
+/// The poll set over several listening sockets, built once; `next` rotates over the
+/// ready ones so no listener starves.
+pub struct PollSet {
+    fds: Vec<libc::pollfd>,
+    next: usize,
+}
+
+impl PollSet {
+    /// The poll set over `sockets`.
+    pub fn new(sockets: &[Listener]) -> PollSet {
+        PollSet {
+            fds: sockets
+                .iter()
+                .map(|l| libc::pollfd {
+                    fd: l.os_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect(),
+            next: 0,
+        }
+    }
+
+    /// Waits until a listener is readable; its index, or None when interrupted.
+    pub fn wait(&mut self) -> Option<usize> {
+        for p in self.fds.iter_mut() {
+            p.revents = 0;
+        }
+        // SAFETY: fds is a valid, exclusively borrowed array of pollfd of this length.
+        let n = unsafe { libc::poll(self.fds.as_mut_ptr(), self.fds.len() as libc::nfds_t, -1) };
+        if n <= 0 {
+            return None;
+        }
+        let len = self.fds.len();
+        let i = (0..len)
+            .map(|k| (self.next + k) % len)
+            .find(|&i| self.fds[i].revents != 0)?;
+        self.next = i + 1;
+        Some(i)
+    }
+}
+
+/// A bucket's accept mutex as the parent created it, not yet attached in this child.
+#[derive(Debug)]
+pub struct ParentAcceptMutex(NonNull<sys::apr_proc_mutex_t>);
+
+/// A bucket's cross-process accept mutex, re-attached in a child.
+#[derive(Debug)]
+pub struct AcceptMutex(NonNull<sys::apr_proc_mutex_t>);
+
+// SAFETY: an APR proc mutex may be locked and unlocked from any thread of the process
+// that attached it; the child's listener is its only user.
+unsafe impl Send for AcceptMutex {}
+
+impl AcceptMutex {
+    /// Re-attaches the parent's mutex in a fresh child (`apr_proc_mutex_child_init`).
+    /// Errors: the APR status.
+    pub fn child_init(parent: ParentAcceptMutex, pchild: &Pool) -> Result<AcceptMutex, i32> {
+        let mut m = parent.0.as_ptr();
+        // SAFETY: a mutex created by the parent in pconf (from ListenBuckets), attached
+        // once per child, in pchild, before threads exist.
+        let rv = unsafe {
+            sys::apr_proc_mutex_child_init(&mut m, sys::apr_proc_mutex_lockfile(m), pchild.as_ptr())
+        };
+        match NonNull::new(m) {
+            Some(m) if rv == 0 => Ok(AcceptMutex(m)),
+            _ => Err(if rv != 0 { rv } else { sys::APR_ENOMEM as i32 }),
+        }
+    }
+
+    /// Takes the mutex. Errors: the APR status (EINTR when a signal interrupted).
+    pub fn lock(&mut self) -> Result<(), i32> {
+        // SAFETY: an attached mutex, used by one thread.
+        match unsafe { sys::apr_proc_mutex_lock(self.0.as_ptr()) } {
+            0 => Ok(()),
+            rv => Err(rv),
+        }
+    }
+
+    /// Releases the mutex taken by [`AcceptMutex::lock`]. Errors: the APR status.
+    pub fn unlock(&mut self) -> Result<(), i32> {
+        // SAFETY: as for lock; we hold it.
+        match unsafe { sys::apr_proc_mutex_unlock(self.0.as_ptr()) } {
+            0 => Ok(()),
+            rv => Err(rv),
+        }
+    }
+}

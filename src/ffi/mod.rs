@@ -1,0 +1,33 @@
+//! The FFI layer: every call into httpd and APR that the MPM makes goes through a
+//! function or type in this folder, and nowhere else in `crate::mpm` is a raw binding
+//! called. Types that own something C can destroy (pools, threads) are not `Copy`,
+//! and their constructors from raw pointers are `unsafe` and say what the caller
+//! promises; shared memory owned by C (scoreboard, retained data) is read and written
+//! through methods that copy values in and out.
+//!
+//! One file per thing wrapped:
+//! - `log`: error-log lines; `panic`: the line a panic leaves before the abort;
+//! - `phase`: the single-threaded phases, and values only they write;
+//! - `pool`: pools; `thread`: APR threads and sleeping; `signal`: handlers, masks, kill;
+//! - `httpd`: the server's hooks and globals; `directive`: a directive handler's call;
+//! - `process`: fork, wait and reap; `scoreboard`: the shared scoreboard; `retained`:
+//!   restart-proof memory;
+//! - `listen`: listening sockets, pipes of death, accept mutexes; `socket`: the client
+//!   socket; `conn`: serving a connection through the core; `fdqueue`: httpd's own
+//!   fdqueue (for `RWorkerQueue apr`).
+
+pub mod conn;
+pub mod directive;
+pub mod fdqueue;
+pub mod httpd;
+pub mod listen;
+pub mod log;
+pub mod panic;
+pub mod phase;
+pub mod pool;
+pub mod process;
+pub mod retained;
+pub mod scoreboard;
+pub mod signal;
+pub mod socket;
+pub mod thread;

@@ -1,0 +1,169 @@
+//! The parent's side of child processes: fork, wait (`ap_wait_or_timeout`), the core's
+//! exit-status processing, and reaping through the core's helpers, whose callback frees
+//! the child's scoreboard slot and runs the child_status hooks.
+
+use std::os::raw::c_int;
+
+use crate::ffi::httpd::{self, ChildStatus, ServerRec, SingleThreaded};
+use crate::ffi::pool::ConfigPool;
+use crate::ffi::scoreboard;
+use crate::sys;
+
+/// What `fork` gave the caller.
+#[derive(Debug)]
+pub enum Forked {
+    /// We are the new child (APR's thread-current state already re-initialised).
+    Child,
+    /// We are the parent of `pid`.
+    Parent(sys::pid_t),
+    /// fork failed with this errno.
+    Failed(i32),
+}
+
+/// Forks. The parent runs no MPM threads and holds no Rust locks, so the child starts
+/// from a consistent state.
+pub fn fork(_: SingleThreaded) -> Forked {
+    // SAFETY: single-threaded parent (token), so no lock is held by a thread that would
+    // be missing in the child.
+    match unsafe { libc::fork() } {
+        0 => {
+            // SAFETY: the new child, before anything else uses APR's thread state.
+            unsafe { sys::ap_thread_current_after_fork() };
+            Forked::Child
+        }
+        pid if pid > 0 => Forked::Parent(pid),
+        _ => Forked::Failed(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)),
+    }
+}
+
+/// A child process that `wait_or_timeout` reaped.
+#[derive(Debug)]
+pub struct Exited {
+    proc_: sys::apr_proc_t,
+    why: sys::apr_exit_why_e,
+    code: c_int,
+}
+
+/// Waits up to about a second for a child to exit (`ap_wait_or_timeout`, which also
+/// runs the monitor hooks and other-child maintenance).
+pub fn wait_or_timeout(_: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> Option<Exited> {
+    let mut e = Exited {
+        proc_: Default::default(),
+        why: 0,
+        code: 0,
+    };
+    // SAFETY: single-threaded parent (token); out-pointers are valid locals; pconf and s live.
+    unsafe {
+        sys::ap_wait_or_timeout(
+            &mut e.why,
+            &mut e.code,
+            &mut e.proc_,
+            pconf.as_ptr(),
+            s.as_ptr(),
+        )
+    };
+    (e.proc_.pid != -1).then_some(e)
+}
+
+impl Exited {
+    /// The pid.
+    pub fn pid(&self) -> sys::pid_t {
+        self.proc_.pid
+    }
+
+    /// A signal ended it (kill -9, the OOM killer, a crash).
+    pub fn by_signal(&self) -> bool {
+        self.why == sys::apr_exit_why_e_APR_PROC_SIGNAL
+    }
+
+    /// The core's verdict (`ap_process_child_status`, which logs signals and crashes):
+    /// 0, `APEXIT_CHILDSICK` or `APEXIT_CHILDFATAL`.
+    pub fn process_status(&mut self) -> c_int {
+        // SAFETY: a reaped process record with its exit reason and code.
+        unsafe { sys::ap_process_child_status(&mut self.proc_, self.why, self.code) }
+    }
+
+    /// The scoreboard slot the child held, if any.
+    pub fn slot(&mut self) -> Option<c_int> {
+        // SAFETY: a reaped process record; the call scans the scoreboard.
+        let slot = unsafe { sys::ap_find_child_by_pid(&mut self.proc_) };
+        (slot >= 0).then_some(slot)
+    }
+
+    /// Tells APR's other-child registry (piped loggers…); true when one owned it.
+    pub fn other_child_alert(&mut self) -> bool {
+        // SAFETY: a reaped process record; registered owners handle their own child.
+        unsafe {
+            sys::apr_proc_other_child_alert(
+                &mut self.proc_,
+                sys::APR_OC_REASON_DEATH as c_int,
+                self.code,
+            ) == 0
+        }
+    }
+}
+
+/// A child is gone: free its slot and run the child_status hooks (the core calls this
+/// while reaping, and the parent after `wait_or_timeout`).
+pub fn note_child_gone(slot: c_int) {
+    let ps = scoreboard::process(slot);
+    httpd::run_child_status(ps.pid, ps.generation, slot, ChildStatus::Exited);
+    scoreboard::free_slot(slot);
+}
+
+unsafe extern "C" fn reaped(slot: c_int, pid: sys::pid_t, generation: sys::ap_generation_t) {
+    crate::ffi::panic::enter("the parent, reaping children");
+    if slot >= 0 {
+        note_child_gone(slot);
+    } else {
+        httpd::run_child_status(pid, generation, -1, ChildStatus::Exited);
+    }
+}
+
+/// Reaps every child: waits, then signals escalating to SIGKILL when `terminate`
+/// (`ap_reclaim_child_processes`).
+pub fn reclaim_children(_: SingleThreaded, terminate: bool) {
+    // SAFETY: single-threaded parent (token); our callback matches the core's type.
+    unsafe { sys::ap_reclaim_child_processes(terminate as c_int, Some(reaped)) };
+}
+
+/// Reaps the children that have already exited (`ap_relieve_child_processes`).
+pub fn relieve_children(_: SingleThreaded) {
+    // SAFETY: as above.
+    unsafe { sys::ap_relieve_child_processes(Some(reaped)) };
+}
+
+/// Keeps reaping `pid` (of `generation`) as an extra process after it lost its slot.
+pub fn register_extra_process(
+    _: SingleThreaded,
+    pid: sys::pid_t,
+    generation: sys::ap_generation_t,
+) {
+    // SAFETY: single-threaded parent (token); plain values.
+    unsafe { sys::ap_register_extra_mpm_process(pid, generation) };
+}
+
+/// If `pid` was an extra process, forgets it and returns its generation.
+pub fn unregister_extra_process(
+    _: SingleThreaded,
+    pid: sys::pid_t,
+) -> Option<sys::ap_generation_t> {
+    let mut generation = 0;
+    // SAFETY: single-threaded parent (token); valid out-pointer.
+    (unsafe { sys::ap_unregister_extra_mpm_process(pid, &mut generation) } == 1)
+        .then_some(generation)
+}
+
+/// Whether `pid` (a child of ours) still exists.
+pub fn is_alive(pid: sys::pid_t) -> bool {
+    // SAFETY: signal 0 only checks existence; ap_mpm_safe_kill refuses pids outside our
+    // process group.
+    pid != 0 && unsafe { sys::ap_mpm_safe_kill(pid, 0) } == 0
+}
+
+/// Ends the process with `code`, running C's atexit handlers (APR's pool teardown), as
+/// the stock MPM does.
+pub fn exit(code: c_int) -> ! {
+    // SAFETY: exit(3); the MPM's threads were joined or never started.
+    unsafe { libc::exit(code) }
+}

@@ -1,0 +1,167 @@
+//! httpd's shared scoreboard: one `process_score` per child slot, one `worker_score`
+//! per (slot, thread), and the global part. mod_status and the core read what we write
+//! here, and other processes write it too, so every access is a volatile copy in or out
+//! through a raw pointer inside this module, bounds-checked against the scoreboard's own
+//! ServerLimit and ThreadLimit. Nothing hands out a reference into it.
+
+use std::os::raw::c_int;
+use std::ptr::{self, addr_of, addr_of_mut};
+
+use crate::ffi::pool::Pool;
+use crate::sys;
+
+/// Thread status values (`SERVER_*` in scoreboard.h).
+pub mod status {
+    use crate::sys;
+    use std::os::raw::c_int;
+    pub const DEAD: c_int = sys::SERVER_DEAD as c_int;
+    pub const STARTING: c_int = sys::SERVER_STARTING as c_int;
+    pub const READY: c_int = sys::SERVER_READY as c_int;
+    pub const GRACEFUL: c_int = sys::SERVER_GRACEFUL as c_int;
+}
+
+/// The fields of a child slot's `process_score` that the MPM uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessSlot {
+    /// The child's pid, 0 when the slot is free.
+    pub pid: sys::pid_t,
+    /// The generation the child belongs to.
+    pub generation: sys::ap_generation_t,
+    /// The child stopped accepting and is exiting.
+    pub quiescing: bool,
+    /// The listener bucket the child serves.
+    pub bucket: c_int,
+}
+
+fn image() -> *mut sys::scoreboard {
+    // SAFETY: reading httpd's global pointer, set by pre_mpm in the parent before the MPM
+    // runs and inherited by children; never changed while the MPM runs.
+    let sb = unsafe { sys::ap_scoreboard_image };
+    assert!(
+        !sb.is_null(),
+        "rworker: scoreboard used before pre_mpm created it"
+    );
+    sb
+}
+
+fn process_ptr(slot: c_int) -> *mut sys::process_score {
+    let sb = image();
+    // SAFETY: the global part exists with the scoreboard; server_limit is written once.
+    let limit = unsafe { ptr::read_volatile(addr_of!((*(*sb).global).server_limit)) };
+    assert!(
+        (0..limit).contains(&slot),
+        "rworker: scoreboard slot {slot} out of 0..{limit}"
+    );
+    // SAFETY: `parent` has server_limit entries and slot is within them (checked).
+    unsafe { (*sb).parent.add(slot as usize) }
+}
+
+fn worker_ptr(slot: c_int, thread: c_int) -> *mut sys::worker_score {
+    let sb = image();
+    // SAFETY: as in process_ptr.
+    let (slots, threads) = unsafe {
+        let g = (*sb).global;
+        (
+            ptr::read_volatile(addr_of!((*g).server_limit)),
+            ptr::read_volatile(addr_of!((*g).thread_limit)),
+        )
+    };
+    assert!(
+        (0..slots).contains(&slot) && (0..threads).contains(&thread),
+        "rworker: scoreboard entry ({slot}, {thread}) out of {slots} x {threads}"
+    );
+    // SAFETY: `servers` has server_limit rows of thread_limit entries (checked above).
+    unsafe { (*(*sb).servers.add(slot as usize)).add(thread as usize) }
+}
+
+/// A copy of child slot `slot` (< ServerLimit).
+pub fn process(slot: c_int) -> ProcessSlot {
+    let p = process_ptr(slot);
+    // SAFETY: p points into the live scoreboard; volatile reads, as other processes write.
+    unsafe {
+        ProcessSlot {
+            pid: ptr::read_volatile(addr_of!((*p).pid)),
+            generation: ptr::read_volatile(addr_of!((*p).generation)),
+            quiescing: ptr::read_volatile(addr_of!((*p).quiescing)) != 0,
+            bucket: ptr::read_volatile(addr_of!((*p).bucket)),
+        }
+    }
+}
+
+/// Records a freshly forked child in `slot` (the parent, after fork).
+pub fn claim_slot(slot: c_int, pid: sys::pid_t, generation: sys::ap_generation_t, bucket: c_int) {
+    let p = process_ptr(slot);
+    // SAFETY: p points into the live scoreboard; the parent is the only writer of these
+    // fields of a slot it hands out.
+    unsafe {
+        ptr::write_volatile(addr_of_mut!((*p).quiescing), 0);
+        ptr::write_volatile(addr_of_mut!((*p).bucket), bucket);
+        ptr::write_volatile(addr_of_mut!((*p).pid), pid);
+        ptr::write_volatile(addr_of_mut!((*p).generation), generation);
+    }
+}
+
+/// Frees `slot` after its child was reaped (pid 0, not quiescing).
+pub fn free_slot(slot: c_int) {
+    let p = process_ptr(slot);
+    // SAFETY: as in claim_slot.
+    unsafe {
+        ptr::write_volatile(addr_of_mut!((*p).pid), 0);
+        ptr::write_volatile(addr_of_mut!((*p).quiescing), 0);
+    }
+}
+
+/// Marks `slot`'s child as quiescing (its listener stopped accepting).
+pub fn set_quiescing(slot: c_int) {
+    let p = process_ptr(slot);
+    // SAFETY: as in claim_slot; a child writes this field of its own slot only.
+    unsafe { ptr::write_volatile(addr_of_mut!((*p).quiescing), 1) };
+}
+
+/// The status of thread `thread` of `slot`.
+pub fn thread_status(slot: c_int, thread: c_int) -> c_int {
+    let w = worker_ptr(slot, thread);
+    // SAFETY: w points into the live scoreboard; a volatile read of a byte.
+    unsafe { ptr::read_volatile(addr_of!((*w).status)) as c_int }
+}
+
+/// Sets a thread's status through the core (`ap_update_child_status_from_indexes`),
+/// which also keeps the extended-status fields consistent.
+pub fn set_thread_status(slot: c_int, thread: c_int, status: c_int) {
+    worker_ptr(slot, thread); // bounds check
+                              // SAFETY: indexes are within the scoreboard (checked); a null request is allowed.
+    unsafe {
+        sys::ap_update_child_status_from_indexes(slot, thread, status, ptr::null_mut());
+    }
+}
+
+/// Records which process, thread and generation hold the worker entry (the worker
+/// thread itself, as it starts).
+pub fn register_worker(
+    slot: c_int,
+    thread: c_int,
+    pid: sys::pid_t,
+    tid: sys::apr_os_thread_t,
+    generation: sys::ap_generation_t,
+) {
+    let w = worker_ptr(slot, thread);
+    // SAFETY: w points into the live scoreboard; each entry is written by its own thread.
+    unsafe {
+        ptr::write_volatile(addr_of_mut!((*w).pid), pid);
+        ptr::write_volatile(addr_of_mut!((*w).tid), tid);
+        ptr::write_volatile(addr_of_mut!((*w).generation), generation);
+    }
+}
+
+/// Publishes the generation of the children the parent runs now.
+pub fn set_running_generation(generation: sys::ap_generation_t) {
+    let sb = image();
+    // SAFETY: the global part lives with the scoreboard; the parent is its only writer.
+    unsafe { ptr::write_volatile(addr_of_mut!((*(*sb).global).running_generation), generation) };
+}
+
+/// Re-attaches a forked child to the shared scoreboard (`ap_reopen_scoreboard`).
+pub fn reopen(pchild: &Pool) {
+    // SAFETY: pchild is live; the call only re-maps shared memory for this process.
+    unsafe { sys::ap_reopen_scoreboard(pchild.as_ptr(), ptr::null_mut(), 0) };
+}

@@ -1,0 +1,130 @@
+//! Signals as the MPM uses them: handlers that only interrupt a blocking call (no
+//! SA_RESTART, through `apr_signal`), per-thread masks, one latch for SIGTERM, and
+//! signalling one thread of the process.
+//!
+//! Every handler installed here is async-signal-safe: it does nothing, stores one
+//! atomic, or calls `_exit`.
+
+use std::os::raw::c_int;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::sys;
+
+/// Set by the SIGTERM handler that [`latch_sigterm`] installs.
+static SIGTERM_SEEN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn do_nothing(_sig: c_int) {}
+
+extern "C" fn note_sigterm(_sig: c_int) {
+    // Relaxed: the flag carries no data; the thread that tests it re-reads everything it
+    // acts on through its own synchronisation.
+    SIGTERM_SEEN.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn exit_now(_sig: c_int) {
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(0) }
+}
+
+fn install(sig: c_int, handler: extern "C" fn(c_int)) {
+    // SAFETY: apr_signal installs a handler without SA_RESTART (so blocking calls see
+    // EINTR); every handler of this module is async-signal-safe. The transmute only adds
+    // `unsafe` to the function pointer's type.
+    unsafe {
+        sys::apr_signal(
+            sig,
+            Some(std::mem::transmute::<
+                extern "C" fn(c_int),
+                unsafe extern "C" fn(c_int),
+            >(handler)),
+        );
+    }
+}
+
+/// `sig` interrupts blocking calls in the threads that have it unblocked, and does
+/// nothing else.
+pub fn interrupt_only(sig: c_int) {
+    install(sig, do_nothing);
+}
+
+/// `sig` ends the process at once with status 0 (a child before its threads exist).
+pub fn exit_on(sig: c_int) {
+    install(sig, exit_now);
+}
+
+/// SIGTERM sets a latch that [`take_sigterm`] reads and clears.
+pub fn latch_sigterm() {
+    install(libc::SIGTERM, note_sigterm);
+}
+
+/// Whether SIGTERM arrived since the last call (clears the latch).
+pub fn take_sigterm() -> bool {
+    // Relaxed: see note_sigterm.
+    SIGTERM_SEEN.swap(false, Ordering::Relaxed)
+}
+
+/// Unblocks `sig` for the calling thread only.
+pub fn unblock_for_this_thread(sig: c_int) {
+    // SAFETY: plain signal-mask manipulation on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
+    }
+}
+
+/// Blocks every asynchronous signal in the calling thread, so threads created from now
+/// on inherit the blocked mask (`apr_setup_signal_thread`).
+pub fn block_all_in_this_thread() {
+    // SAFETY: plain APR call, made before the child creates threads.
+    unsafe { sys::apr_setup_signal_thread() };
+}
+
+/// Sends `sig` to this process (it reaches the one thread that has it unblocked).
+pub fn raise_in_process(sig: c_int) {
+    // SAFETY: kill(2) on our own pid.
+    unsafe { libc::kill(libc::getpid(), sig) };
+}
+
+/// Waits until SIGTERM or SIGINT arrives (all signals must be blocked in this thread).
+pub fn wait_for_sigterm_or_sigint() {
+    unsafe extern "C" fn check(signum: c_int) -> c_int {
+        (signum == libc::SIGTERM || signum == libc::SIGINT) as c_int
+    }
+    // SAFETY: apr_signal_thread sigwaits in this thread with our pure callback.
+    unsafe { sys::apr_signal_thread(Some(check)) };
+}
+
+/// A thread of this process, as the kernel knows it, for [`OsThread::signal`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OsThread(libc::pthread_t);
+
+impl OsThread {
+    /// The calling thread.
+    pub fn current() -> OsThread {
+        // SAFETY: trivially safe libc call.
+        OsThread(unsafe { libc::pthread_self() })
+    }
+
+    /// The raw value, to keep in an atomic.
+    pub fn to_raw(self) -> usize {
+        self.0 as usize
+    }
+
+    /// Rebuilds a value that [`OsThread::to_raw`] gave.
+    pub fn from_raw(raw: usize) -> OsThread {
+        OsThread(raw as libc::pthread_t)
+    }
+
+    /// Sends `sig` to the thread.
+    ///
+    /// # Safety
+    /// The thread is a joinable thread of this process that has not been joined yet (its
+    /// id is valid until then, even after it returned).
+    pub unsafe fn signal(self, sig: c_int) {
+        // SAFETY: the id is valid (caller).
+        unsafe { libc::pthread_kill(self.0, sig) };
+    }
+}

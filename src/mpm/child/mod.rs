@@ -1,0 +1,263 @@
+//! A child process (worker.c `child_main`): set-up after fork (scoreboard, privileges,
+//! signals, child_init), the runtime its threads share (`crate::mpm::runtime`), the
+//! starter thread that creates them (`starter`), the main thread's wait on the pipe of
+//! death, and the stop: wake the threads, join them, exit.
+//!
+//! Thread roles and signal masks: every thread starts with all asynchronous signals
+//! blocked; the main thread unblocks SIGTERM (the parent's reaper, and the listener's
+//! "please stop" nudge), the listener unblocks LISTENER_SIGNAL (to break a blocking
+//! accept or poll), workers unblock WORKER_SIGNAL (to break a keep-alive read on an
+//! immediate stop). The handlers only interrupt: no SA_RESTART.
+
+mod starter;
+
+use std::os::raw::c_int;
+use std::time::Duration;
+
+use crate::ffi::httpd::{self, SingleThreaded};
+use crate::ffi::listen::{AcceptMutex, PodMessage};
+use crate::ffi::log::level;
+use crate::ffi::pool::{ConfigPool, Pool};
+use crate::ffi::retained::Retained;
+use crate::ffi::thread::{self, Spawner};
+use crate::ffi::{panic, process, scoreboard, signal};
+use crate::mpm::handoff::Handoff;
+use crate::mpm::runtime::{
+    ChildRuntime, ChildStats, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
+};
+use crate::mpm::{listen, listener, settings};
+use crate::sys;
+
+/// The main thread's own state: the child pool, and whether child_stopping ran.
+struct MainThread {
+    pchild: Option<Pool>,
+    stopping_ran: bool,
+}
+
+impl MainThread {
+    /// Runs the child_stopping hooks, once.
+    fn run_child_stopping(&mut self, graceful: bool) {
+        if let (false, Some(p)) = (self.stopping_ran, &self.pchild) {
+            self.stopping_ran = true;
+            httpd::run_child_stopping(p, graceful);
+        }
+    }
+
+    /// Ends the child: child_stopping (if not yet), pchild's cleanups, `exit(code)`.
+    /// Every MPM thread was joined, or never started.
+    fn exit(mut self, code: c_int) -> ! {
+        self.run_child_stopping(code == 0);
+        drop(self.pchild.take());
+        if settings::get().one_process {
+            // -X: the slot was never registered with a pid; free it as the reaper would.
+            // (The pidfile stays: privileges are dropped, as with the stock MPM.)
+            scoreboard::free_slot(0);
+        }
+        process::exit(code)
+    }
+}
+
+/// The child's entry point after fork (or the parent itself with `-X`): serves until
+/// told to stop, then exits. `pconf` is the generation's configuration pool.
+pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int) -> ! {
+    panic::enter("child process main thread");
+    let st = settings::get();
+    let buckets = listen::buckets();
+    let r = Retained::get_or_create(token);
+    r.set_mpm_state(sys::AP_MPMQ_STARTING as c_int);
+    if !st.one_process {
+        signal::exit_on(libc::SIGTERM);
+    }
+    let mut main = MainThread {
+        pchild: None,
+        stopping_ran: true, // nothing to stop until the threads run
+    };
+    let pchild = match pconf.create_sub(c"pchild") {
+        Ok(p) => p,
+        Err(rv) => {
+            crate::mpm_log!(level::EMERG, rv, "RW00002: could not create the child pool");
+            main.exit(sys::APEXIT_CHILDFATAL as c_int)
+        }
+    };
+    httpd::child_early_setup(token, &pchild, st.one_process);
+    // Keep only this bucket's listeners and pipe of death.
+    buckets.close_other_buckets(bucket as usize);
+    scoreboard::reopen(&pchild);
+    let accept_mutex = match buckets.accept_mutex(bucket as usize) {
+        None => None,
+        Some(m) => match AcceptMutex::child_init(m, &pchild) {
+            Ok(m) => Some(m),
+            Err(rv) => {
+                crate::mpm_log!(
+                    level::EMERG,
+                    rv,
+                    "AH00280: Couldn't initialize cross-process lock in child"
+                );
+                main.pchild = Some(pchild);
+                main.exit(sys::APEXIT_CHILDFATAL as c_int)
+            }
+        },
+    };
+    // Lose root before any thread exists, then block async signals so every thread
+    // created later (ours and modules') inherits the blocked mask.
+    if httpd::drop_privileges(token, &pchild).is_err() {
+        main.pchild = Some(pchild);
+        main.exit(sys::APEXIT_CHILDFATAL as c_int);
+    }
+    signal::block_all_in_this_thread();
+    httpd::run_child_init(token, &pchild);
+    main.pchild = Some(pchild);
+
+    let rt = match build_runtime(pconf, slot, st) {
+        Ok(rt) => rt,
+        Err(rv) => {
+            crate::mpm_log!(
+                level::ALERT,
+                rv,
+                "RW00003: could not set up the child's threads runtime"
+            );
+            main.exit(sys::APEXIT_CHILDFATAL as c_int)
+        }
+    };
+    let listener = listener::Listener::new(buckets.listeners(bucket as usize), accept_mutex, pconf);
+
+    signal::interrupt_only(LISTENER_SIGNAL);
+    signal::interrupt_only(WORKER_SIGNAL);
+    main.stopping_ran = false;
+
+    let starter = match rt.spawner.spawn(move |_| {
+        panic::enter("starter thread");
+        starter::run(rt, listener)
+    }) {
+        Ok(t) => t,
+        Err(rv) => {
+            crate::mpm_log!(
+                level::ALERT,
+                rv,
+                "AH00282: ap_thread_create: unable to create worker thread"
+            );
+            main.exit(sys::APEXIT_CHILDSICK as c_int)
+        }
+    };
+    r.set_mpm_state(sys::AP_MPMQ_RUNNING as c_int);
+
+    let mode = if st.one_process {
+        // -X: wait for SIGTERM or SIGINT (Ctrl-C) and stop immediately.
+        signal::wait_for_sigterm_or_sigint();
+        StopMode::Ungraceful
+    } else {
+        wait_for_stop(rt, buckets.pod(bucket as usize))
+    };
+
+    // Stop creating threads first, so the set of threads to join is final.
+    rt.shutdown.request(mode);
+    starter.join();
+    rt.signal_threads(mode);
+    main.run_child_stopping(mode == StopMode::Graceful);
+    join_threads(rt, mode);
+
+    crate::mpm_log!(
+        level::DEBUG,
+        0,
+        "RW00010: child {} (slot {}) exiting: {} connections, ptrans created {}, reused from the recycled stack {}",
+        std::process::id(),
+        slot,
+        ChildStats::read(&rt.stats.connections),
+        ChildStats::read(&rt.stats.ptrans_created),
+        ChildStats::read(&rt.stats.ptrans_reused)
+    );
+    let code = if rt.shutdown.is_sick() {
+        sys::APEXIT_CHILDSICK as c_int
+    } else {
+        0
+    };
+    main.exit(code)
+}
+
+fn build_runtime(
+    pconf: ConfigPool,
+    slot: c_int,
+    st: settings::Settings,
+) -> Result<&'static ChildRuntime, i32> {
+    let tpc = st.threads_per_child.max(1) as usize;
+    let spawner = Spawner::new(
+        pconf.create_sub(c"mpm_runtime")?,
+        httpd::thread_stack_size(),
+    )?;
+    let handoff = Handoff::new(st.queue, tpc, pconf)?;
+    let generation = Retained::lookup().map_or(0, |r| r.my_generation());
+    Ok(Box::leak(Box::new(ChildRuntime {
+        slot,
+        generation,
+        thread_limit: st.thread_limit,
+        handoff,
+        shutdown: Shutdown::default(),
+        threads: Threads::new(tpc),
+        spawner,
+        stats: ChildStats::default(),
+    })))
+}
+
+/// The main thread's wait: read the pipe of death; SIGTERM (the parent's reaper, or
+/// the listener's nudge) interrupts the read.
+fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
+    signal::latch_sigterm();
+    signal::unblock_for_this_thread(libc::SIGTERM);
+    loop {
+        let msg = pod.check();
+        let asked = rt.shutdown.mode();
+        // A bare SIGTERM (someone signalling the child directly) changes nothing, as with
+        // the stock worker: the parent stops children through the pipe of death. Once a
+        // stop is under way, though, the parent's SIGTERM means "now" (see join_threads).
+        signal::take_sigterm();
+        if asked != StopMode::None {
+            // Our own threads asked (the nudge was ours, not the parent's).
+            return asked;
+        }
+        match msg {
+            PodMessage::Graceful => return StopMode::Graceful,
+            PodMessage::Restart => return StopMode::Ungraceful,
+            PodMessage::None => {}
+        }
+    }
+}
+
+/// Joins the listener and the workers. A graceful stop waits for in-flight
+/// connections; a SIGTERM from the parent while waiting (GracefulShutdownTimeout
+/// expired, or `-k stop`) turns it into an immediate stop.
+fn join_threads(rt: &ChildRuntime, mut mode: StopMode) {
+    if let Some(listener) = rt.threads.take_listener() {
+        // The listener may be between its stop check and a blocking call when the signal
+        // lands: nudge it again until it reports that it left its loop.
+        let mut tries = 0;
+        while !rt.shutdown.listener_gone() {
+            thread::sleep(Duration::from_millis(50));
+            tries += 1;
+            if tries % 10 == 0 {
+                rt.wake_listener();
+            }
+            if tries == 200 {
+                crate::mpm_log!(level::DEBUG, 0, "AH00276: the listener thread didn't exit");
+            }
+            if signal::take_sigterm() && mode != StopMode::Ungraceful {
+                mode = StopMode::Ungraceful;
+                rt.signal_threads(mode);
+            }
+        }
+        listener.join();
+    } else {
+        rt.handoff.term_queue();
+    }
+    if mode == StopMode::Graceful {
+        while rt.threads.live_workers() > 0 {
+            thread::sleep(Duration::from_millis(100));
+            if signal::take_sigterm() {
+                rt.signal_threads(StopMode::Ungraceful);
+                break;
+            }
+        }
+    }
+    for w in rt.threads.take_workers() {
+        w.join();
+    }
+}

@@ -1,0 +1,201 @@
+//! The scoreboard census one maintenance cycle starts from: for one listener bucket,
+//! how many threads of the current generation are idle, how many are busy, which child
+//! slots are free to fork into, and how far up the scoreboard children still live.
+//! [`count`] is pure over a reader of slots, so it is unit-tested without httpd.
+
+use std::os::raw::c_int;
+
+use crate::ffi::scoreboard::{self, status, ProcessSlot};
+use crate::sys;
+
+/// One bucket's census.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Census {
+    /// Threads ready for a connection in live, non-quiescing children of this generation.
+    pub idle_threads: c_int,
+    /// Threads that are READY or busy (not starting, not dying) in live children.
+    pub active_threads: c_int,
+    /// Highest slot with no thread winding down (-1: none).
+    pub last_non_dead: c_int,
+    /// Slots to fork into (free or held by a quiescing child, with a dead thread), fully
+    /// dead ones first, at most the spawn rate.
+    pub free_slots: Vec<c_int>,
+}
+
+/// What the census reads of one child slot.
+pub struct SlotView {
+    /// The slot's process fields.
+    pub process: ProcessSlot,
+    /// The status of each of its first ThreadsPerChild threads.
+    pub threads: Vec<c_int>,
+}
+
+/// Where and how far to look.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope {
+    /// The bucket counted (its slots are those with `slot % num_buckets == bucket`).
+    pub bucket: c_int,
+    /// Number of listener buckets.
+    pub num_buckets: c_int,
+    /// Process slots in use (MaxRequestWorkers / ThreadsPerChild).
+    pub daemons_limit: c_int,
+    /// Highest slot ever used + 1: beyond it, stop once enough free slots were found.
+    pub max_daemons_limit: c_int,
+    /// Free slots wanted at most (the bucket's spawn rate).
+    pub spawn_rate: c_int,
+    /// The generation the parent runs now.
+    pub generation: sys::ap_generation_t,
+}
+
+/// Counts one bucket through `read(slot)`.
+pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
+    let mut c = Census {
+        idle_threads: 0,
+        active_threads: 0,
+        last_non_dead: -1,
+        free_slots: Vec::new(),
+    };
+    let mut totally_free = 0usize;
+    let nb = scope.num_buckets.max(1);
+    for i in (0..scope.daemons_limit).filter(|i| i % nb == scope.bucket) {
+        let enough = c.free_slots.len() as c_int >= scope.spawn_rate;
+        if i >= scope.max_daemons_limit && enough {
+            break;
+        }
+        let v = read(i);
+        let ps = v.process;
+        let (mut any_dying, mut any_dead, mut all_dead) = (false, false, true);
+        for &st in &v.threads {
+            any_dying |= st == status::GRACEFUL;
+            any_dead |= st == status::DEAD;
+            all_dead &= st == status::DEAD || st == status::GRACEFUL;
+            if ps.pid != 0 {
+                if st <= status::READY && !ps.quiescing && ps.generation == scope.generation {
+                    c.idle_threads += 1;
+                }
+                if (status::READY..status::GRACEFUL).contains(&st) {
+                    c.active_threads += 1;
+                }
+            }
+        }
+        if any_dead && !enough && (ps.pid == 0 || ps.quiescing) {
+            if all_dead {
+                c.free_slots.insert(totally_free, i);
+                totally_free += 1;
+            } else {
+                c.free_slots.push(i);
+            }
+        }
+        if !any_dying {
+            c.last_non_dead = i;
+        }
+    }
+    c
+}
+
+/// Counts one bucket from the live scoreboard.
+pub fn take(scope: &Scope, threads_per_child: c_int) -> Census {
+    count(scope, |slot| SlotView {
+        process: scoreboard::process(slot),
+        threads: (0..threads_per_child)
+            .map(|t| scoreboard::thread_status(slot, t))
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GEN: sys::ap_generation_t = 4;
+
+    fn scope(bucket: c_int, num_buckets: c_int) -> Scope {
+        Scope {
+            bucket,
+            num_buckets,
+            daemons_limit: 6,
+            max_daemons_limit: 6,
+            spawn_rate: 32,
+            generation: GEN,
+        }
+    }
+
+    fn slot(
+        pid: sys::pid_t,
+        quiescing: bool,
+        generation: sys::ap_generation_t,
+        t: &[c_int],
+    ) -> SlotView {
+        SlotView {
+            process: ProcessSlot {
+                pid,
+                generation,
+                quiescing,
+                bucket: 0,
+            },
+            threads: t.to_vec(),
+        }
+    }
+
+    const R: c_int = status::READY;
+    const D: c_int = status::DEAD;
+    const G: c_int = status::GRACEFUL;
+    const S: c_int = status::STARTING;
+    const BUSY: c_int = sys::SERVER_BUSY_READ as c_int;
+
+    #[test]
+    fn idle_and_busy_threads_of_this_generation() {
+        let c = count(&scope(0, 1), |i| match i {
+            0 => slot(100, false, GEN, &[R, R, BUSY]),
+            1 => slot(101, false, GEN - 1, &[R, BUSY, BUSY]), // old generation: not idle
+            2 => slot(102, true, GEN, &[R, S, S]),            // quiescing: not idle
+            _ => slot(0, false, 0, &[D, D, D]),
+        });
+        assert_eq!(c.idle_threads, 2);
+        assert_eq!(c.active_threads, 3 + 3 + 1);
+        assert_eq!(c.free_slots, vec![3, 4, 5]);
+        assert_eq!(c.last_non_dead, 5);
+    }
+
+    #[test]
+    fn fully_dead_slots_come_first_and_dying_ones_bound_the_end() {
+        let c = count(&scope(0, 1), |i| match i {
+            0 => slot(200, true, GEN - 1, &[G, D, BUSY]), // quiescing, partly dead
+            1 => slot(0, false, 0, &[D, D, D]),
+            2 => slot(201, false, GEN, &[R, R, R]),
+            3 => slot(202, true, GEN - 1, &[G, G, D]), // quiescing, all gone but dying
+            _ => slot(203, false, GEN, &[R, R, R]),
+        });
+        assert_eq!(c.free_slots, vec![1, 3, 0]);
+        assert_eq!(c.last_non_dead, 5);
+    }
+
+    #[test]
+    fn stops_at_the_spawn_rate_beyond_the_used_slots() {
+        let s = Scope {
+            max_daemons_limit: 1,
+            spawn_rate: 2,
+            ..scope(0, 1)
+        };
+        let mut read = vec![];
+        let c = count(&s, |i| {
+            read.push(i);
+            slot(0, false, 0, &[D])
+        });
+        assert_eq!(c.free_slots, vec![0, 1]);
+        assert_eq!(
+            read,
+            vec![0, 1],
+            "slot 2 is beyond max_daemons_limit with 2 found"
+        );
+    }
+
+    #[test]
+    fn a_bucket_counts_only_its_slots() {
+        let c = count(&scope(1, 2), |i| {
+            assert_eq!(i % 2, 1, "slot {i} belongs to bucket 0");
+            slot(300 + i, false, GEN, &[R])
+        });
+        assert_eq!(c.idle_threads, 3);
+    }
+}

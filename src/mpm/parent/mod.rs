@@ -1,0 +1,320 @@
+//! The parent process: the `mpm` hook runs one generation — forks the children, loops
+//! reaping them and running idle maintenance about once a second, and ends on a stop,
+//! restart, graceful restart or graceful stop (worker.c `worker_run`,
+//! `server_main_loop`). Forking and reaping are in `spawn`, the scoreboard census in
+//! `census`, the spawn-or-shed decision in `maintenance`.
+//!
+//! The parent is single-threaded on the MPM's side; unixd's signal handlers only set
+//! flags in the retained block, which this loop reads within a second.
+
+mod census;
+mod maintenance;
+mod spawn;
+
+use std::os::raw::c_int;
+use std::time::Duration;
+
+use crate::ffi::httpd::{self, ServerRec, SingleThreaded};
+use crate::ffi::listen::{self, PodMessage};
+use crate::ffi::log::level;
+use crate::ffi::pool::ConfigPool;
+use crate::ffi::process;
+use crate::ffi::retained::Retained;
+use crate::ffi::{scoreboard, thread};
+use crate::mpm::parent::census::Scope;
+use crate::mpm::parent::maintenance::{Action, Limits, Line, Memory};
+use crate::mpm::{child, listen as mpm_listen, settings};
+use crate::sys;
+
+/// The parent's state for one generation.
+struct Parent {
+    token: SingleThreaded,
+    r: Retained,
+    pconf: ConfigPool,
+    s: ServerRec,
+    /// Children still to fork at start-up (1-for-1 replacements are made while > 0).
+    remaining: c_int,
+    /// A child reported APEXIT_CHILDFATAL: the server is going down.
+    child_fatal: bool,
+}
+
+/// The `mpm` hook: runs one generation. Returns OK to have httpd re-read the
+/// configuration and call again (restart), DONE to exit, anything else is fatal.
+pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
+    let r = Retained::get_or_create(token);
+    let one_process = settings::get().one_process;
+    let was_graceful = r.was_graceful() != 0;
+
+    // Handlers first: `apachectl -k …` finds our pid in the pidfile, so a signal can only
+    // arrive after the pidfile is written, and must find unixd's handlers there.
+    httpd::install_signals_and_pidfile(token, pconf, one_process);
+    if !was_graceful {
+        if httpd::run_pre_mpm(token, s).is_err() {
+            r.set_mpm_state(sys::AP_MPMQ_STOPPING as c_int);
+            return sys::DONE;
+        }
+        // Fresh scoreboard: nobody holds a slot yet.
+        r.set_max_daemons_limit(-1);
+    }
+    scoreboard::set_running_generation(r.my_generation());
+
+    let nb = mpm_listen::buckets().num_buckets() as c_int;
+    settings::update(token, |st| settings::fit_buckets(st, nb));
+    r.ensure_spawn_rates(token, nb);
+    let st = settings::get();
+
+    if one_process {
+        r.set_mpm_state(sys::AP_MPMQ_RUNNING as c_int);
+        child::main(token, pconf, 0, 0);
+    }
+
+    if was_graceful {
+        // Old children still drain: grow slowly until they are gone.
+        r.set_hold_off_on_exponential_spawning(10);
+    }
+    let mut parent = Parent {
+        token,
+        r,
+        pconf,
+        s,
+        remaining: 0,
+        child_fatal: false,
+    };
+    let to_start = st.daemons_to_start.min(st.daemons_limit);
+    if was_graceful {
+        parent.remaining = to_start;
+    } else {
+        parent.startup_children(to_start);
+    }
+
+    httpd::log_startup_lines(pconf, s);
+    crate::mpm_log!(
+        level::DEBUG,
+        0,
+        "AH00294: Accept mutex: {} (rworker: {:?} queue, {} listener bucket(s), ThreadsPerChild {}, MaxRequestWorkers {})",
+        if mpm_listen::buckets().use_accept_mutex() { "mpm-accept" } else { "none" },
+        st.queue,
+        nb,
+        st.threads_per_child,
+        st.max_workers
+    );
+    r.set_mpm_state(sys::AP_MPMQ_RUNNING as c_int);
+
+    parent.main_loop();
+    r.set_mpm_state(sys::AP_MPMQ_STOPPING as c_int);
+
+    if r.shutdown_pending() != 0 {
+        return parent.stop();
+    }
+
+    // Restart (graceful or not).
+    r.set_my_generation(r.my_generation() + 1);
+    scoreboard::set_running_generation(r.my_generation());
+    if r.is_ungraceful() != 0 {
+        parent.signal_children(PodMessage::Restart);
+        process::reclaim_children(token, true);
+        crate::mpm_log!(
+            level::NOTICE,
+            0,
+            "AH00298: SIGHUP received.  Attempting to restart"
+        );
+    } else {
+        crate::mpm_log!(
+            level::NOTICE,
+            0,
+            "AH00297: SIGUSR1 received.  Doing graceful restart"
+        );
+        parent.signal_children(PodMessage::Graceful);
+    }
+    // A stop that arrived while we reaped would be wiped with pconf (unixd clears the
+    // flags when the generation's pool goes): honour it now instead of losing it.
+    if r.shutdown_pending() != 0 {
+        return parent.stop();
+    }
+    sys::OK as c_int
+}
+
+impl Parent {
+    /// `-k stop` (SIGTERM) or `-k graceful-stop` (SIGWINCH): wind the children down and
+    /// return DONE. Graceful: stop listening, let in-flight requests finish for up to
+    /// GracefulShutdownTimeout (0 = no limit), then stop whatever is left.
+    fn stop(&mut self) -> c_int {
+        let r = self.r;
+        if r.is_ungraceful() != 0 {
+            self.signal_children(PodMessage::Restart);
+            process::reclaim_children(self.token, true);
+            if !self.child_fatal {
+                httpd::remove_pidfile(self.token, self.pconf);
+                crate::mpm_log!(level::NOTICE, 0, "AH00295: caught SIGTERM, shutting down");
+            }
+            return sys::DONE;
+        }
+        listen::close_all_listeners();
+        self.signal_children(PodMessage::Graceful);
+        process::relieve_children(self.token);
+        if !self.child_fatal {
+            httpd::remove_pidfile(self.token, self.pconf);
+            crate::mpm_log!(
+                level::NOTICE,
+                0,
+                "AH00296: caught SIGWINCH, shutting down gracefully"
+            );
+        }
+        let timeout = httpd::graceful_shutdown_timeout();
+        let cutoff = (timeout > 0).then(|| httpd::time_now() + timeout as i64 * 1_000_000);
+        // A later SIGTERM cuts the wait short.
+        r.set_shutdown_pending(0);
+        loop {
+            thread::sleep(Duration::from_millis(100));
+            process::relieve_children(self.token);
+            if !self.any_child_alive()
+                || r.shutdown_pending() != 0
+                || cutoff.is_some_and(|c| httpd::time_now() > c)
+            {
+                break;
+            }
+        }
+        self.signal_children(PodMessage::Restart);
+        process::reclaim_children(self.token, true);
+        sys::DONE
+    }
+
+    fn signal_children(&self, how: PodMessage) {
+        let slots = settings::get()
+            .daemons_limit
+            .max(self.r.max_daemons_limit());
+        mpm_listen::buckets().signal_all(slots, how);
+    }
+
+    fn any_child_alive(&self) -> bool {
+        (0..self.r.max_daemons_limit().max(0))
+            .any(|i| process::is_alive(scoreboard::process(i).pid))
+    }
+
+    fn main_loop(&mut self) {
+        let r = self.r;
+        while r.shutdown_pending() == 0 && r.restart_pending() == 0 {
+            if let Some(exited) = process::wait_or_timeout(self.token, self.pconf, self.s) {
+                self.child_exited(exited);
+                continue;
+            }
+            if self.remaining > 0 {
+                let n = self.remaining;
+                self.startup_children(n);
+                self.remaining = 0;
+                continue;
+            }
+            r.set_signal_deaths_in_a_row(0);
+            let nb = mpm_listen::buckets().num_buckets() as c_int;
+            for b in 0..nb {
+                if !self.idle_maintenance(b, nb) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// One maintenance cycle for `bucket`: census, decision, action. Returns false when
+    /// the server gives up (the remaining buckets are not looked at).
+    fn idle_maintenance(&mut self, bucket: c_int, nb: c_int) -> bool {
+        let st = settings::get();
+        let r = self.r;
+        let scope = Scope {
+            bucket,
+            num_buckets: nb,
+            daemons_limit: st.daemons_limit,
+            max_daemons_limit: r.max_daemons_limit(),
+            spawn_rate: r.spawn_rate(bucket as usize),
+            generation: r.my_generation(),
+        };
+        let census = census::take(&scope, st.threads_per_child);
+        let limits = Limits {
+            daemons_limit: st.daemons_limit,
+            threads_per_child: st.threads_per_child,
+            min_spare_threads: st.min_spare_threads,
+            max_spare_threads: st.max_spare_threads,
+            num_buckets: nb,
+        };
+        let mut m = Memory {
+            spawn_rate: scope.spawn_rate,
+            hold_off: r.hold_off_on_exponential_spawning(),
+            sick_child_detected: r.sick_child_detected() != 0,
+            maxclients_reported: r.maxclients_reported() != 0,
+            near_maxclients_reported: r.near_maxclients_reported() != 0,
+            scoreboard_full_cycles: r.scoreboard_full_cycles(),
+        };
+        let d = maintenance::decide(&census, &limits, bucket == nb - 1, &mut m);
+        r.set_spawn_rate(bucket as usize, m.spawn_rate);
+        r.set_hold_off_on_exponential_spawning(m.hold_off);
+        r.set_sick_child_detected(m.sick_child_detected as c_int);
+        r.set_maxclients_reported(m.maxclients_reported as c_int);
+        r.set_near_maxclients_reported(m.near_maxclients_reported as c_int);
+        r.set_scoreboard_full_cycles(m.scoreboard_full_cycles);
+        for line in &d.lines {
+            log_line(line);
+        }
+        match d.action {
+            Action::GiveUp => {
+                r.set_shutdown_pending(1);
+                self.child_fatal = true;
+                return false;
+            }
+            Action::ShedOne => mpm_listen::buckets()
+                .pod(bucket as usize)
+                .signal(PodMessage::Graceful),
+            Action::Spawn(slots) => {
+                for slot in slots {
+                    self.make_child(slot, bucket);
+                }
+            }
+            Action::Wait => {}
+        }
+        // Never shrink: the core scans this many slots when reaping, and a quiescing
+        // child may still sit above the last busy slot.
+        r.set_max_daemons_limit(r.max_daemons_limit().max(census.last_non_dead + 1));
+        true
+    }
+}
+
+fn log_line(line: &Line) {
+    match *line {
+        Line::GiveUp => crate::mpm_log!(
+            level::ALERT,
+            0,
+            "AH02325: A resource shortage or other unrecoverable failure was encountered before any child process initialized successfully... httpd is exiting!"
+        ),
+        // Debug level, as shedding is routine; it also explains the keep-alive connections
+        // the shed child closes after their current request (the core's keep-alive loop
+        // stops once the MPM state is STOPPING, as with the stock worker).
+        Line::Shed { idle, max_idle } => crate::mpm_log!(
+            level::DEBUG,
+            0,
+            "RW00004: {idle} idle threads > MaxSpareThreads {max_idle}: one child exits gracefully"
+        ),
+        Line::MaxRequestWorkersReached => crate::mpm_log!(
+            level::ERR,
+            0,
+            "AH00286: server reached MaxRequestWorkers setting, consider raising the MaxRequestWorkers setting"
+        ),
+        Line::NearMaxRequestWorkers => crate::mpm_log!(
+            level::ERR,
+            0,
+            "AH00287: server is within MinSpareThreads of MaxRequestWorkers, consider raising the MaxRequestWorkers setting"
+        ),
+        Line::ScoreboardFull { persistent } => crate::mpm_log!(
+            if persistent { level::ERR } else { level::DEBUG },
+            0,
+            "AH00288: scoreboard is full, not at MaxRequestWorkers{}",
+            if persistent {
+                " (slots are held by exiting children; consider raising ServerLimit)"
+            } else {
+                ""
+            }
+        ),
+        Line::Busy { spawning, idle, active, children } => crate::mpm_log!(
+            level::INFO,
+            0,
+            "AH00289: server seems busy, (you may need to increase StartServers, ThreadsPerChild or Min/MaxSpareThreads), spawning {spawning} children, there are around {idle} idle threads, {active} active threads, and {children} total children"
+        ),
+    }
+}
