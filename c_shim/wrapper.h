@@ -6,6 +6,7 @@
 #include "http_log.h"
 #include "http_main.h"
 #include "http_connection.h"
+#include "http_protocol.h"
 #include "ap_mpm.h"
 #include "ap_listen.h"
 #include "ap_mmn.h"
@@ -19,6 +20,8 @@
 #include "apr_strings.h"
 #include "apr_signal.h"
 #include "apr_buckets.h"
+#include "apr_optional_hooks.h"
+#include "mod_status.h"
 
 /* Filled by c_shim/rworker_shim.c: the directive table (only C macros can build it,
  * e.g. LISTEN_COMMANDS, which carries Debian's ListenTCPDeferAccept). */

@@ -11,7 +11,8 @@
 //! - `pool`: pools; `thread`: APR threads and sleeping; `signal`: handlers, masks, kill;
 //! - `httpd`: the server's hooks and globals; `directive`: a directive handler's call;
 //! - `process`: fork, wait and reap; `scoreboard`: the shared scoreboard; `retained`:
-//!   restart-proof memory;
+//!   restart-proof memory; `shm`: counters shared by all children; `status`: mod_status's
+//!   status_hook;
 //! - `listen`: listening sockets, pipes of death, accept mutexes; `socket`: the client
 //!   socket; `conn`: serving a connection through the core; `fdqueue`: httpd's own
 //!   fdqueue (for `RWorkerQueue apr`).
@@ -28,6 +29,8 @@ pub mod pool;
 pub mod process;
 pub mod retained;
 pub mod scoreboard;
+pub mod shm;
 pub mod signal;
 pub mod socket;
+pub mod status;
 pub mod thread;

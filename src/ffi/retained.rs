@@ -15,6 +15,7 @@ use std::ptr::{self, addr_of_mut, NonNull};
 use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
 use crate::ffi::httpd::SingleThreaded;
+use crate::ffi::shm::SharedRows;
 use crate::sys;
 
 /// Key under which httpd keeps rworker's block.
@@ -36,6 +37,8 @@ struct Block {
     hold_off_on_exponential_spawning: c_int,
     signal_deaths_in_a_row: c_int,
     scoreboard_full_cycles: c_int,
+    shared_rows: *mut c_void,
+    shared_rows_len: c_int,
 }
 
 /// Address of the block once looked up (see [`Retained::lookup`]).
@@ -226,6 +229,26 @@ impl Retained {
         /// held (mostly by exiting children); AH00288 is an error only when this persists.
         scoreboard_full_cycles, set_scoreboard_full_cycles
     );
+
+    /// The status counters shared by every child, once mapped.
+    pub fn shared_rows(self) -> Option<SharedRows> {
+        let b = self.0.as_ptr();
+        // SAFETY: the block is live; the two fields are written once, by set_shared_rows in
+        // the parent's single-threaded phase, before any child or thread that reads them
+        // exists; the parts come from SharedRows::into_raw.
+        unsafe { SharedRows::from_raw((*b).shared_rows, (*b).shared_rows_len.max(0) as usize) }
+    }
+
+    /// Keeps `rows` for the rest of the process (restarts included).
+    pub fn set_shared_rows(self, _: SingleThreaded, rows: SharedRows) {
+        let (p, len) = rows.into_raw();
+        let b = self.0.as_ptr();
+        // SAFETY: the block is live; the token excludes concurrent access.
+        unsafe {
+            (*b).shared_rows = p;
+            (*b).shared_rows_len = len as c_int;
+        }
+    }
 
     /// Makes room for `buckets` spawn rates (each starting at 1), growing the array in
     /// ap_pglobal when the bucket count rises across restarts.

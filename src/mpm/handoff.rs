@@ -123,6 +123,23 @@ impl Handoff {
         }
     }
 
+    /// Futex wake system calls made so far by both queues (0 for httpd's kind, which
+    /// does not say).
+    pub fn futex_wakes(&self) -> u64 {
+        match self {
+            Handoff::Atomic { fdq, qi } => fdq.wait_stats().wakes + qi.wait_stats().wakes,
+            Handoff::Apr(_) => 0,
+        }
+    }
+
+    /// Idle workers not yet reserved by the listener (0 for httpd's kind).
+    pub fn idlers(&self) -> u64 {
+        match self {
+            Handoff::Atomic { qi, .. } => qi.num_idlers() as u64,
+            Handoff::Apr(_) => 0,
+        }
+    }
+
     /// Wakes every waiting worker (immediate stop).
     pub fn interrupt_all(&self) {
         match self {

@@ -10,7 +10,8 @@ use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::ffi::{panic, scoreboard, signal};
 use crate::mpm::conn::Conn;
-use crate::mpm::runtime::{ChildRuntime, ChildStats, StopMode, LISTENER_SIGNAL};
+use crate::mpm::runtime::{ChildRuntime, StopMode, LISTENER_SIGNAL};
+use crate::mpm::status::Counter;
 
 /// What the listener thread owns: this bucket's listening sockets, the accept mutex
 /// when the bucket has several, and where transaction pools come from.
@@ -36,17 +37,14 @@ impl Listener {
     }
 
     /// A transaction pool for the next accept: recycled from a worker if one is waiting,
-    /// else a new one (with its own allocator capped at MaxMemFree).
-    fn ptrans(&self, rt: &ChildRuntime, max_mem_free: usize) -> Option<Pool> {
+    /// else a new one (with its own allocator capped at MaxMemFree); and which of the two
+    /// it was, counted once a connection is accepted into it.
+    fn ptrans(&self, rt: &ChildRuntime, max_mem_free: usize) -> Option<(Pool, Counter)> {
         if let Some(p) = rt.handoff.pop_pool() {
-            ChildStats::count(&rt.stats.ptrans_reused);
-            return Some(p);
+            return Some((p, Counter::PoolsReused));
         }
         match self.pconf.create_ptrans(max_mem_free) {
-            Ok(p) => {
-                ChildStats::count(&rt.stats.ptrans_created);
-                Some(p)
-            }
+            Ok(p) => Some((p, Counter::PoolsCreated)),
             Err(e) => {
                 crate::mpm_log!(
                     level::ALERT,
@@ -72,9 +70,12 @@ impl Listener {
             _ => u64::MAX,
         };
         let mut poll = PollSet::new(&self.sockets);
-        let mut ptrans: Option<Pool> = None;
+        // The pool the next connection is accepted into, and where it came from.
+        let mut ptrans: Option<(Pool, Counter)> = None;
         let mut have_idle_worker = false;
         let mut self_stop = StopMode::None;
+        // Futex wakes already added to the counters (the queues count their own).
+        let mut wakes_counted = 0;
 
         while !rt.shutdown.is_stopping() {
             if connections_left == 0 {
@@ -113,7 +114,7 @@ impl Listener {
                     ptrans = self.ptrans(rt, max_mem_free);
                 }
                 match ptrans.as_mut() {
-                    Some(p) => accepted = self.sockets[i].accept(p),
+                    Some((p, _)) => accepted = self.sockets[i].accept(p),
                     None => {
                         rt.shutdown.mark_sick();
                         self_stop = StopMode::Graceful;
@@ -142,16 +143,24 @@ impl Listener {
                     break;
                 }
             };
-            let Some(pool) = ptrans.take() else { continue };
+            let Some((pool, source)) = ptrans.take() else {
+                continue;
+            };
+            rt.counters.add(source, 1);
+            // Counted before the push: the worker may serve the connection (a server-status
+            // request, say) before this thread runs again.
+            rt.counters.add(Counter::Connections, 1);
+            rt.counters.add(Counter::Handoffs, 1);
             match rt.handoff.push(Conn { sock, ptrans: pool }) {
                 Ok(()) => {
                     have_idle_worker = false;
-                    ChildStats::count(&rt.stats.connections);
+                    wakes_counted = publish_wakes(rt, wakes_counted);
                     connections_left = connections_left.saturating_sub(1);
                 }
                 Err(c) => {
+                    rt.counters.remove(Counter::Handoffs, 1);
                     crate::mpm_log!(level::CRIT, 0, "AH03138: ap_queue_push_socket failed");
-                    ptrans = Some(c.drop_unserved());
+                    ptrans = Some((c.drop_unserved(), Counter::PoolsReused));
                 }
             }
         }
@@ -163,10 +172,20 @@ impl Listener {
         drop(ptrans);
         rt.handoff.free_idle_pools();
         rt.handoff.term_queue();
+        publish_wakes(rt, wakes_counted);
         scoreboard::set_quiescing(rt.slot);
         rt.shutdown.mark_listener_gone();
         if self_stop != StopMode::None {
             rt.ask_main_thread_to_stop(self_stop);
         }
     }
+}
+
+/// Adds the futex wakes the hand-off made since `counted` to the counters; returns the
+/// new total.
+fn publish_wakes(rt: &ChildRuntime, counted: u64) -> u64 {
+    let now = rt.handoff.futex_wakes();
+    rt.counters
+        .add(Counter::FutexWakes, now.saturating_sub(counted));
+    now
 }

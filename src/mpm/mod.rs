@@ -10,7 +10,8 @@
 //! - `runtime`: what a child's threads share (stop state, thread registry, counters);
 //! - `handoff`, `conn`: the listener → worker hand-off (idle workers, recycled pools)
 //!   and the connection that travels through it;
-//! - `listen`, `settings`: the generation's listen buckets and settings.
+//! - `listen`, `settings`: the generation's listen buckets and settings; `status`: the
+//!   figures rworker adds to server-status (counters shared by all children).
 
 pub mod child;
 pub mod config_pass;
@@ -24,4 +25,5 @@ pub mod parent;
 pub mod query;
 pub mod runtime;
 pub mod settings;
+pub mod status;
 pub mod worker;

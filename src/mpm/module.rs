@@ -9,6 +9,7 @@ use std::ptr;
 use crate::ffi::httpd::{ServerRec, SingleThreaded};
 use crate::ffi::pool::ConfigPool;
 use crate::ffi::{log, panic};
+use crate::mpm::status;
 use crate::mpm::{config_pass, parent, query};
 use crate::sys;
 
@@ -62,6 +63,7 @@ unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
     // SAFETY: httpd assigned the index in ap_add_module, which calls us right after,
     // single-threaded; nothing else writes the struct meanwhile.
     log::set_module_index(unsafe { (*ptr::addr_of!(mpm_rworker_module)).module_index });
+    crate::ffi::status::add_hook(status::render);
     // SAFETY: called once per load by ap_add_module, single-threaded; the hook functions
     // live in this DSO, which is never unmapped (-z nodelete); CORE_ONLY is a
     // NUL-terminated 'static list.

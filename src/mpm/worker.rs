@@ -10,6 +10,7 @@ use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
 use crate::mpm::handoff::Next;
 use crate::mpm::runtime::{ChildRuntime, WORKER_SIGNAL};
+use crate::mpm::status::Counter;
 
 /// Test hook: with `RWORKER_TEST_PANIC_FILE=/some/path` in httpd's environment, the worker
 /// that manages to delete that file panics while serving its connection, so tests can
@@ -43,6 +44,7 @@ pub fn run(rt: &'static ChildRuntime, t: usize, thd: CurrentThread) {
             // Recycle the previous connection's pool as we announce ourselves, so the
             // listener finds it for the connection it accepts for us.
             rt.handoff.set_idle(last_ptrans.take());
+            rt.counters.set(Counter::IdleWorkers, rt.handoff.idlers());
             is_idle = true;
         }
         scoreboard::set_thread_status(rt.slot, tn, status::READY);

@@ -23,8 +23,9 @@ use crate::ffi::thread::{self, Spawner};
 use crate::ffi::{panic, process, scoreboard, signal};
 use crate::mpm::handoff::Handoff;
 use crate::mpm::runtime::{
-    ChildRuntime, ChildStats, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
+    ChildRuntime, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
 };
+use crate::mpm::status::{ChildCounters, Counter};
 use crate::mpm::{listen, listener, settings};
 use crate::sys;
 
@@ -162,9 +163,9 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         "RW00010: child {} (slot {}) exiting: {} connections, ptrans created {}, reused from the recycled stack {}",
         std::process::id(),
         slot,
-        ChildStats::read(&rt.stats.connections),
-        ChildStats::read(&rt.stats.ptrans_created),
-        ChildStats::read(&rt.stats.ptrans_reused)
+        rt.counters.own(Counter::Connections),
+        rt.counters.own(Counter::PoolsCreated),
+        rt.counters.own(Counter::PoolsReused)
     );
     let code = if rt.shutdown.is_sick() {
         sys::APEXIT_CHILDSICK as c_int
@@ -194,7 +195,7 @@ fn build_runtime(
         shutdown: Shutdown::default(),
         threads: Threads::new(tpc),
         spawner,
-        stats: ChildStats::default(),
+        counters: ChildCounters::for_slot(slot),
     })))
 }
 

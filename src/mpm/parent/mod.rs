@@ -23,7 +23,7 @@ use crate::ffi::retained::Retained;
 use crate::ffi::{scoreboard, thread};
 use crate::mpm::parent::census::Scope;
 use crate::mpm::parent::maintenance::{Action, Limits, Line, Memory};
-use crate::mpm::{child, listen as mpm_listen, settings};
+use crate::mpm::{child, listen as mpm_listen, settings, status};
 use crate::sys;
 
 /// The parent's state for one generation.
@@ -62,6 +62,8 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
     settings::update(token, |st| settings::fit_buckets(st, nb));
     r.ensure_spawn_rates(token, nb);
     let st = settings::get();
+    // Before any fork: every child inherits the mapping.
+    status::ensure_rows(token, r, st.server_limit);
 
     if one_process {
         r.set_mpm_state(sys::AP_MPMQ_RUNNING as c_int);

@@ -14,38 +14,14 @@ pub use shutdown::{Shutdown, StopMode};
 pub use threads::{Threads, LISTENER_SIGNAL, WORKER_SIGNAL};
 
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::ffi::retained::Retained;
 use crate::ffi::signal;
 use crate::ffi::socket;
 use crate::ffi::thread::Spawner;
 use crate::mpm::handoff::Handoff;
+use crate::mpm::status::ChildCounters;
 use crate::sys;
-
-/// Counters for the child's exit line (RW00010). Relaxed throughout: statistics, read
-/// after every thread that writes them was joined.
-#[derive(Debug, Default)]
-pub struct ChildStats {
-    /// Connections handed to workers.
-    pub connections: AtomicU64,
-    /// Transaction pools created (the recycled stack was empty).
-    pub ptrans_created: AtomicU64,
-    /// Transaction pools taken from the recycled stack.
-    pub ptrans_reused: AtomicU64,
-}
-
-impl ChildStats {
-    /// Adds one to `counter`.
-    pub fn count(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Reads `counter`.
-    pub fn read(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-}
 
 /// Everything the threads of one child share (see the module doc).
 pub struct ChildRuntime {
@@ -64,8 +40,8 @@ pub struct ChildRuntime {
     pub threads: Threads,
     /// Creates the child's threads.
     pub spawner: &'static Spawner,
-    /// Counters for the exit line.
-    pub stats: ChildStats,
+    /// What the child counts (its exit line, and server-status through shared memory).
+    pub counters: ChildCounters,
 }
 
 impl ChildRuntime {

@@ -1,0 +1,150 @@
+//! rworker's own figures in `server-status?auto` (`RWorker*` keys): they add up against
+//! the load a test sends, they are server-wide (summed over children, from shared
+//! memory), and they survive a graceful restart as mod_status's own counters do.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{run_ab, wait_until, Mpm, Server, ServerOpts, Status};
+
+/// Two children of 10 threads; spares wide enough that maintenance neither forks nor sheds.
+fn opts() -> ServerOpts {
+    ServerOpts::stable()
+}
+
+fn status(s: &Server) -> Status {
+    s.server_status_auto()
+}
+
+/// The per-child rows: (slot, hand-offs) of each live child.
+fn per_child_handoffs(st: &Status) -> Vec<(String, u64)> {
+    st.0.iter()
+        .filter(|(k, _)| k.starts_with("RWorkerChild[") && k.ends_with("]Handoffs"))
+        .map(|(k, v)| (k.clone(), v.parse().expect("a number")))
+        .collect()
+}
+
+#[test]
+fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
+    if Mpm::under_test() != Mpm::Rworker {
+        eprintln!("skipped: the RWorker keys are rworker's");
+        return;
+    }
+    let s = Server::start(opts());
+    assert!(
+        s.wait_settled(Duration::from_secs(10)),
+        "server did not settle"
+    );
+    // Exactly n connections, one after the other (Connection: close): n hand-offs. The
+    // status request that reads `after` is itself a connection handed off before its
+    // handler runs; `before`'s was counted in `before`.
+    let before = status(&s);
+    let n = 200u64;
+    for i in 0..n {
+        let (code, _) =
+            common::http_get(&s.url("/1b.txt")).unwrap_or_else(|e| panic!("GET {i}: {e}"));
+        assert_eq!(code, 200);
+    }
+    let after = status(&s);
+    let delta = |st: &Status, b: &Status, k: &str| st.num(k) - b.num(k);
+    assert_eq!(
+        delta(&after, &before, "RWorkerHandoffs"),
+        n + 1,
+        "hand-offs for {n} connections + 1 status request: {:?}",
+        after.0
+    );
+    assert_eq!(delta(&after, &before, "RWorkerConnections"), n + 1);
+
+    // Concurrent load, so that both children serve: ab may open a few connections beyond
+    // -n that it closes unused, which the MPM accepts and hands off too (at most -c).
+    let before = after;
+    let n = 3000u64;
+    run_ab(&["-n", &n.to_string(), "-c", "8"], &s.url("/")).assert_all_ok(n);
+    let after = status(&s);
+    let handoffs = delta(&after, &before, "RWorkerHandoffs");
+    assert!(
+        (n + 1..=n + 1 + 8).contains(&handoffs),
+        "{handoffs} hand-offs for {n} ab connections + 1 status request"
+    );
+    assert_eq!(delta(&after, &before, "RWorkerConnections"), handoffs);
+    assert_eq!(
+        after.num("RWorkerPoolsReused") + after.num("RWorkerPoolsCreated"),
+        after.num("RWorkerConnections"),
+        "every connection got a pool, reused or new: {:?}",
+        after.0
+    );
+    assert!(
+        after.num("RWorkerPoolsReused") >= n,
+        "pools are recycled, not created per connection: {:?}",
+        after.0
+    );
+    let wakes = after.num("RWorkerFutexWakes") - before.num("RWorkerFutexWakes");
+    assert!(
+        wakes <= 2 * handoffs,
+        "futex wakes {wakes} for {handoffs} hand-offs"
+    );
+
+    // Server-wide: the totals are the sum of at least two children's rows.
+    let children = per_child_handoffs(&after);
+    assert!(after.num("RWorkerChildren") >= 2, "{:?}", after.0);
+    assert!(
+        children.iter().filter(|(_, v)| *v > 0).count() >= 2,
+        "the load reached one child only: {children:?}"
+    );
+    assert_eq!(
+        children.iter().map(|(_, v)| v).sum::<u64>(),
+        after.num("RWorkerHandoffs"),
+        "per-child rows add up to the total: {children:?}"
+    );
+
+    // A graceful restart replaces every child; the totals carry on, like Total Accesses.
+    let total_accesses = after.num("Total Accesses");
+    let total_handoffs = after.num("RWorkerHandoffs");
+    let old = s.children();
+    s.graceful();
+    let replaced = wait_until(Duration::from_secs(15), || {
+        let now = s.children();
+        !now.is_empty() && now.iter().all(|p| !old.contains(p))
+    });
+    assert!(
+        replaced,
+        "children not replaced after graceful: {:?} -> {:?}",
+        old,
+        s.children()
+    );
+    assert!(
+        s.wait_settled(Duration::from_secs(10)),
+        "server did not settle after graceful"
+    );
+    run_ab(&["-n", "100", "-c", "4"], &s.url("/")).assert_all_ok(100);
+    let restarted = status(&s);
+    assert!(
+        restarted.num("Total Accesses") >= total_accesses,
+        "mod_status's own counter went back: {:?}",
+        restarted.0
+    );
+    assert!(
+        restarted.num("RWorkerHandoffs") >= total_handoffs + 100,
+        "RWorkerHandoffs went back or missed the new load: {total_handoffs} before, {:?}",
+        restarted.0
+    );
+    assert_eq!(
+        restarted.num("RWorkerPoolsReused") + restarted.num("RWorkerPoolsCreated"),
+        restarted.num("RWorkerConnections")
+    );
+    s.assert_no_warnings_in_error_log();
+}
+
+#[test]
+fn html_page_has_the_rworker_section() {
+    if Mpm::under_test() != Mpm::Rworker {
+        return;
+    }
+    let s = Server::start(opts());
+    let (code, body) = common::http_get(&s.url("/server-status")).expect("GET /server-status");
+    assert_eq!(code, 200);
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("<h2>rworker</h2>"), "{body}");
+    assert!(body.contains("Transaction pools reused"), "{body}");
+}
