@@ -571,8 +571,25 @@ fn install_enable_upgrade_remove_purge_on_this_machine() {
     apache2ctl_t();
 
     if !guard.was_installed {
-        // Purge: conffiles and a2enmod's markers for mpm_rworker go too.
-        ok("dpkg", &["--purge", PKG]);
+        // The administrator enables rworker again by hand from the .load that remove left
+        // behind (its module is gone, so apache2 cannot parse its configuration); purge must
+        // switch away from it as well. Then conffiles and a2enmod's markers go too.
+        ok("a2dismod", &[fallback.as_str()]);
+        ok("a2enmod", &["mpm_rworker"]);
+        let out = output("dpkg", &["--purge", PKG], &[]);
+        let log = text(&out);
+        assert!(out.status.success(), "dpkg --purge failed:\n{log}");
+        assert_eq!(
+            &enabled_mpms(),
+            &after,
+            "purge did not give apache2 back its MPM:\n{log}"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!(
+                "disabled mpm_rworker and ENABLED {fallback} in its place"
+            )),
+            "purge did not say which MPM it enabled:\n{log}"
+        );
         for f in ["mpm_rworker.load", "mpm_rworker.conf"] {
             assert!(
                 !Path::new(MODS_AVAILABLE).join(f).exists(),
