@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds rworker, installs it into the system's Apache module directory and
-# /etc/apache2/mods-available/, then starts a private demo httpd with the rworker MPM
-# on 127.0.0.1 (the system apache2, if any, is left alone).
+# Builds rworker, builds and installs its Debian package libapache2-mpm-rworker (the module
+# in $(apxs -q LIBEXECDIR), mpm_rworker.load/.conf in /etc/apache2/mods-available; the
+# system apache2 keeps its MPM), then starts a private demo httpd with the rworker MPM on
+# 127.0.0.1. As root:
 #
-#   sudo bash scripts/run.sh [DEMO_DIR]      # default DEMO_DIR=/tmp/rworker-demo
-#   PORT=8081 sudo -E bash scripts/run.sh    # another port (default 8080)
+#   bash scripts/run.sh [DEMO_DIR]          # default DEMO_DIR=/tmp/rworker-demo
+#   PORT=8081 bash scripts/run.sh           # another port (default 8080)
 #
 # Stop the demo with: apache2 -f DEMO_DIR/httpd.conf -k stop
 set -euo pipefail
@@ -15,6 +16,10 @@ DEMO=${1:-/tmp/rworker-demo}
 PORT=${PORT:-8080}
 APACHE2=/usr/sbin/apache2
 
+if [[ $(id -u) -ne 0 ]]; then
+    echo "run.sh: run as root (it installs Debian packages); as another user: sudo bash scripts/run.sh" >&2
+    exit 1
+fi
 bash scripts/setup-deps.sh
 if [[ -x "$HOME/.cargo/bin/cargo" ]]; then
     PATH="$HOME/.cargo/bin:$PATH"
@@ -22,12 +27,13 @@ fi
 
 cargo build --release
 
-# Install the module and the Debian mods-available files.
-LIBEXEC=$(apxs -q LIBEXECDIR)
-MODULE="$LIBEXEC/mod_mpm_rworker.so"
-install -m 0644 target/release/libmod_mpm_rworker.so "$MODULE"
-install -m 0644 apache-conf/mpm_rworker.load apache-conf/mpm_rworker.conf /etc/apache2/mods-available/
-echo "installed $MODULE and /etc/apache2/mods-available/mpm_rworker.{load,conf}"
+# Install through the package, so that apt can upgrade and remove it cleanly later. An
+# upgrade keeps an edited mpm_rworker.conf (confold: never ask, keep the admin's version).
+DEB=$(bash scripts/build-deb.sh | tail -n 1)
+DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=120 \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$DEB"
+MODULE="$(apxs -q LIBEXECDIR)/mod_mpm_rworker.so"
+[[ -f $MODULE ]] || { echo "run.sh: $MODULE is missing after installing $DEB" >&2; exit 1; }
 
 CONF="$DEMO/httpd.conf"
 PIDFILE="$DEMO/run/httpd.pid"

@@ -13,6 +13,9 @@ PACKAGES=(
     binutils       # nm, readelf (static checks)
     wrk
     curl
+    ca-certificates  # curl to https (the rustup command below)
+    dpkg-dev       # scripts/build-deb.sh: dpkg-shlibdeps, dpkg-parsechangelog
+    lintian        # tests/package.rs checks the .deb
 )
 
 missing=()
@@ -24,7 +27,7 @@ done
 
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
-        echo "setup-deps: missing packages: ${missing[*]}; run as root (sudo bash scripts/setup-deps.sh)" >&2
+        echo "setup-deps: missing packages: ${missing[*]}; run as root: bash scripts/setup-deps.sh" >&2
         exit 1
     fi
     echo "setup-deps: installing ${missing[*]}"

@@ -2,10 +2,11 @@
 # Builds rworker and runs every test: unit tests, the integration tests in tests/ (each
 # starts a private httpd on 127.0.0.1 with the MPM under test) and the loom model checks.
 #
-#   sudo bash scripts/test.sh
-#   RWORKER_TEST_MPM=worker sudo -E bash scripts/test.sh   # same tests on the stock worker MPM
+#   bash scripts/test.sh                               # as root (else: sudo bash scripts/test.sh)
+#   RWORKER_TEST_MPM=worker bash scripts/test.sh       # same tests on the stock worker MPM
 #
-# Runs as root: the tests start httpd, which switches its children to www-data.
+# Runs as root: the tests start httpd, which switches its children to www-data, and
+# tests/package.rs installs and removes the Debian package.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
