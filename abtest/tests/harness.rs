@@ -25,6 +25,20 @@ fn out_dir(name: &str) -> PathBuf {
     d
 }
 
+/// One repetition of one-second runs, no warm-up, the 1-byte file, 10 clients.
+const SHORT_RUN: &[&str] = &[
+    "--duration",
+    "1",
+    "--warmup",
+    "0",
+    "--reps",
+    "1",
+    "--sizes",
+    "1",
+    "--clients",
+    "10",
+];
+
 fn run_ab(args: &[&str], out: &Path) -> Output {
     let so = rworker_so();
     Command::new(BIN)
@@ -72,20 +86,7 @@ fn text(o: &Output) -> String {
 fn matrix_measures_the_mpm_it_claims() {
     let out = out_dir("matrix");
     let o = run_ab(
-        &[
-            "--duration",
-            "1",
-            "--warmup",
-            "0",
-            "--reps",
-            "1",
-            "--sizes",
-            "1",
-            "--clients",
-            "10",
-            "--mpms",
-            "worker,rworker-apr,rworker",
-        ],
+        &[SHORT_RUN, &["--mpms", "worker,rworker-apr,rworker"]].concat(),
         &out,
     );
     let all = text(&o);
@@ -152,23 +153,17 @@ fn a_404_fails_loudly() {
     let out = out_dir("404");
     let o = run_ab(
         &[
-            "--duration",
-            "1",
-            "--warmup",
-            "0",
-            "--reps",
-            "1",
-            "--sizes",
-            "1",
-            "--clients",
-            "10",
-            "--modes",
-            "keepalive",
-            "--mpms",
-            "worker",
-            "--path",
-            "/no-such-file.bin",
-        ],
+            SHORT_RUN,
+            &[
+                "--modes",
+                "keepalive",
+                "--mpms",
+                "worker",
+                "--path",
+                "/no-such-file.bin",
+            ],
+        ]
+        .concat(),
         &out,
     );
     let all = text(&o);
