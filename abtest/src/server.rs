@@ -11,7 +11,6 @@ use rworker_testkit::wait::wait_until;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -126,20 +125,10 @@ impl Server {
             root: root.clone(),
             port: 0,
             parent: 0,
-            httpd: Httpd::in_root(&root),
+            httpd: Httpd::create_root(&root, &[]).map_err(|e| Error(e.to_string()))?,
             log_checked: 0,
             stopped: true,
         };
-        for sub in ["run", "logs", "htdocs"] {
-            fs::create_dir_all(root.join(sub))
-                .context(|| format!("mkdir {}/{sub}", root.display()))?;
-        }
-        // www-data must traverse the root and read the DocumentRoot.
-        for sub in ["", "htdocs"] {
-            let p = root.join(sub);
-            fs::set_permissions(&p, fs::Permissions::from_mode(0o755))
-                .context(|| format!("chmod 755 {}", p.display()))?;
-        }
         for &size in sizes {
             let bytes: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
             let p = root.join("htdocs").join(format!("{size}.bin"));

@@ -12,7 +12,8 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -62,6 +63,29 @@ impl Httpd {
             pidfile: root.join("run/httpd.pid"),
             error_log: root.join("logs/error.log"),
         }
+    }
+
+    /// Creates the directories of that layout under an existing `root`: `run/`, `logs/`,
+    /// `htdocs/` and `docroot_subdirs` under it. The root and the DocumentRoot tree get mode 755:
+    /// the children run as `User www-data` and must traverse the root and read the files.
+    pub fn create_root(root: impl Into<PathBuf>, docroot_subdirs: &[&str]) -> io::Result<Httpd> {
+        let root = root.into();
+        let context = |what: &str, p: &Path, e: io::Error| {
+            io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
+        };
+        let docroot = root.join("htdocs");
+        let subdirs = docroot_subdirs.iter().map(|d| docroot.join(d));
+        for dir in [root.join("run"), root.join("logs"), docroot.clone()]
+            .into_iter()
+            .chain(subdirs.clone())
+        {
+            fs::create_dir_all(&dir).map_err(|e| context("mkdir", &dir, e))?;
+        }
+        for dir in [root.clone(), docroot.clone()].into_iter().chain(subdirs) {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))
+                .map_err(|e| context("chmod 755", &dir, e))?;
+        }
+        Ok(Httpd::in_root(root))
     }
 
     /// Runs `apache2 -f <conf> <args>` to completion; the exit status is not checked.

@@ -23,11 +23,10 @@ fn server_root(port: u16) -> (tempfile::TempDir, Httpd) {
         .tempdir()
         .expect("temp ServerRoot");
     let root = dir.path();
-    for sub in ["run", "logs", "htdocs"] {
-        fs::create_dir_all(root.join(sub)).unwrap();
-    }
-    fs::set_permissions(root, fs::Permissions::from_mode(0o755)).unwrap();
-    let httpd = Httpd::in_root(root);
+    let httpd = Httpd::create_root(root, &[]).expect("ServerRoot");
+    let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(root), mode(&root.join("htdocs"))), (0o755, 0o755));
+    assert!(root.join("run").is_dir() && root.join("logs").is_dir());
     let r = root.display();
     let m = "/usr/lib/apache2/modules";
     fs::write(

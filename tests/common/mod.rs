@@ -270,14 +270,7 @@ impl Server {
             .tempdir()
             .expect("create temp ServerRoot");
         let root = dir.path();
-        let httpd = Httpd::in_root(root);
-        for sub in ["run", "logs", "htdocs", "htdocs/seq"] {
-            fs::create_dir_all(root.join(sub)).unwrap();
-        }
-        // www-data must traverse the root and read the DocumentRoot.
-        for sub in ["", "htdocs", "htdocs/seq"] {
-            fs::set_permissions(root.join(sub), fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        let httpd = Httpd::create_root(root, &["seq"]).unwrap_or_else(|e| panic!("{e}"));
         write_docroot(&root.join("htdocs"));
         let mut server = Server {
             mpm,
