@@ -54,7 +54,7 @@ fn wrk_has_no_socket_errors() {
     let r = run_wrk(&["-t2", "-c50", "-d5s"], &s.url("/4k.bin"));
     assert!(r.requests > 0, "wrk made no requests\n{}", r.output);
     assert_eq!(
-        r.socket_errors,
+        r.socket_error_total(),
         0,
         "wrk socket errors\n{}\nerror log:\n{}",
         r.output,

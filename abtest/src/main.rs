@@ -228,7 +228,7 @@ fn main() -> ExitCode {
     };
     if let Err(e) = shutdown::install(|s| {
         // Once stopped cleanly, the private ServerRoot (ours: rworker-ab-*) goes too.
-        if !server::stop_server(s) {
+        if !s.stop(server::STOP_TIMEOUT) {
             if let Some(root) = s.conf.parent() {
                 let ours = root
                     .file_name()

@@ -2,22 +2,24 @@
 //! started and stopped only through `apache2 -f <its conf> -k start|stop` and its own pidfile.
 
 use crate::bail;
-use crate::error::{Context, Result};
+use crate::error::{Context, Error, Result};
 use crate::mpm::{MpmKind, COMMON_TEMPLATE};
-use crate::procstat;
-use crate::shutdown::{Registry, ServerRef};
+use crate::shutdown::Registry;
+use rworker_testkit::httpd::Httpd;
+use rworker_testkit::port::free_port;
+use rworker_testkit::wait::wait_until;
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::PermissionsExt;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Debian's httpd binary.
-pub const APACHE2: &str = "/usr/sbin/apache2";
+pub use rworker_testkit::error_log::is_crash_line;
+pub use rworker_testkit::httpd::APACHE2;
+
+/// How long `apache2 -k stop` may take before the last resort (SIGKILL by the pidfile).
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Name of the payload file of `size` bytes in the DocumentRoot.
 pub fn payload_path(size: u64) -> String {
@@ -35,15 +37,11 @@ pub struct Server {
     pub port: u16,
     /// The parent's pid, from the pidfile.
     pub parent: i32,
+    /// Its config, pidfile and error log: how it is started and stopped.
+    httpd: Httpd,
     /// Bytes of the error log already checked by [`Server::check_log`].
     log_checked: u64,
     stopped: bool,
-}
-
-/// A free port on 127.0.0.1 (may be taken again before httpd binds it; start retries).
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context(|| "bind 127.0.0.1:0 to find a free port")?;
-    Ok(l.local_addr().context(|| "local_addr")?.port())
 }
 
 fn make_root(kind: MpmKind) -> Result<PathBuf> {
@@ -71,22 +69,6 @@ fn fill(template: &str, root: &Path, port: u16, so: &Path) -> String {
         .replace("@ROOT@", &root.display().to_string())
         .replace("@PORT@", &port.to_string())
         .replace("@RWORKER_SO@", &so.display().to_string())
-}
-
-/// Is this error-log line a crash? A child killed by a signal (AH00052 "exit signal"), a
-/// segfault, a Rust panic, or anything at crit/alert/emerg.
-pub fn is_crash_line(line: &str) -> bool {
-    [
-        "exit signal",
-        "Segmentation fault",
-        "segfault",
-        "panicked at",
-        ":crit]",
-        ":alert]",
-        ":emerg]",
-    ]
-    .iter()
-    .any(|p| line.contains(p))
 }
 
 /// Is this error-log line worth showing (warn or error), though not a crash?
@@ -125,55 +107,6 @@ pub fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
     Ok((status, body))
 }
 
-fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        if ok() {
-            return true;
-        }
-        if start.elapsed() >= limit {
-            return false;
-        }
-        sleep(Duration::from_millis(50));
-    }
-}
-
-fn apache2(conf: &Path, args: &[&str]) -> Result<std::process::Output> {
-    Command::new(APACHE2)
-        .arg("-f")
-        .arg(conf)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .context(|| format!("run {APACHE2} -f {} {}", conf.display(), args.join(" ")))
-}
-
-fn read_pidfile(pidfile: &Path) -> Option<i32> {
-    fs::read_to_string(pidfile).ok()?.trim().parse().ok()
-}
-
-/// Stops one server by its own pidfile: `apache2 -f conf -k stop`, waits up to 15 s for the
-/// parent and its children to exit, and as a last resort SIGKILLs exactly those pids.
-/// Returns whether it had to SIGKILL.
-pub fn stop_server(s: &ServerRef) -> bool {
-    let Some(parent) = read_pidfile(&s.pidfile) else {
-        return false; // never started, or already stopped
-    };
-    let children = procstat::children_of(parent);
-    let _ = apache2(&s.conf, &["-k", "stop"]);
-    let gone = || !procstat::alive(parent) && children.iter().all(|&c| !procstat::alive(c));
-    if wait_until(Duration::from_secs(15), gone) {
-        return false;
-    }
-    for pid in children.iter().copied().chain([parent]) {
-        if procstat::alive(pid) {
-            // SAFETY: kill(2) of a pid we read from this server's own pidfile / its children.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
-    true
-}
-
 impl Server {
     /// Writes a private ServerRoot for `kind` (config, payload files of `sizes` bytes) and
     /// starts it with `apache2 -k start`; waits until the pidfile's parent runs and the port
@@ -192,19 +125,10 @@ impl Server {
             root: root.clone(),
             port: 0,
             parent: 0,
+            httpd: Httpd::create_root(&root, &[]).map_err(|e| Error(e.to_string()))?,
             log_checked: 0,
             stopped: true,
         };
-        for sub in ["run", "logs", "htdocs"] {
-            fs::create_dir_all(root.join(sub))
-                .context(|| format!("mkdir {}/{sub}", root.display()))?;
-        }
-        // www-data must traverse the root and read the DocumentRoot.
-        for sub in ["", "htdocs"] {
-            let p = root.join(sub);
-            fs::set_permissions(&p, fs::Permissions::from_mode(0o755))
-                .context(|| format!("chmod 755 {}", p.display()))?;
-        }
         for &size in sizes {
             let bytes: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
             let p = root.join("htdocs").join(format!("{size}.bin"));
@@ -214,47 +138,38 @@ impl Server {
 
         let mut last = String::new();
         for _attempt in 0..3 {
-            server.port = free_port()?;
+            server.port = free_port().map_err(|e| Error(e.to_string()))?;
             fs::write(
                 root.join("common.conf"),
                 fill(COMMON_TEMPLATE, &root, server.port, rworker_so),
             )
             .context(|| "write common.conf")?;
             fs::write(
-                server.conf(),
+                &server.httpd.conf,
                 fill(kind.template(), &root, server.port, rworker_so),
             )
             .context(|| "write httpd.conf")?;
-            let _ = fs::write(server.error_log(), "");
+            let _ = fs::write(&server.httpd.error_log, "");
             let Some(mut reg) = Registry::begin_start() else {
                 bail!("interrupted: not starting {kind}");
             };
-            reg.add(server.server_ref());
+            reg.add(server.httpd.clone());
             server.stopped = false;
-            let out = apache2(&server.conf(), &["-k", "start"])?;
-            let pidfile = server.pidfile();
-            let port = server.port;
-            // Listeners are open before the parent writes its pidfile: wait for both.
-            let up = out.status.success()
-                && wait_until(Duration::from_secs(15), || {
-                    read_pidfile(&pidfile).is_some_and(procstat::alive)
-                        && TcpStream::connect(("127.0.0.1", port)).is_ok()
-                });
+            let started = server.httpd.start(server.port, Duration::from_secs(15));
             drop(reg);
-            if up {
-                server.parent = read_pidfile(&pidfile).unwrap_or(0);
-                return Ok(server);
-            }
-            let log = fs::read_to_string(server.error_log()).unwrap_or_default();
-            last = format!(
-                "apache2 -f {} -k start: {}\nstderr: {}\nerror log:\n{log}",
-                server.conf().display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            server.stop_quietly();
-            if !(last.contains("Address already in use")) {
-                break;
+            match started {
+                Ok(parent) => {
+                    server.parent = parent;
+                    return Ok(server);
+                }
+                Err(failure) => {
+                    server.stop_quietly();
+                    let retry = failure.port_in_use();
+                    last = failure.text;
+                    if !retry {
+                        break;
+                    }
+                }
             }
         }
         bail!(
@@ -295,7 +210,7 @@ impl Server {
             bail!(
                 "expected MPM {expect} but server-status?auto says ServerMPM: {found} \
                  (config {})",
-                self.conf().display()
+                self.httpd.conf.display()
             );
         }
         let mut what = format!("ServerMPM: {found}");
@@ -303,13 +218,13 @@ impl Server {
             // The AH00294 line is written once the parent is up; give it a moment.
             let mut log = String::new();
             wait_until(Duration::from_secs(5), || {
-                log = fs::read_to_string(self.error_log()).unwrap_or_default();
+                log = fs::read_to_string(&self.httpd.error_log).unwrap_or_default();
                 log.contains("AH00294")
             });
             let Some(line) = log.lines().find(|l| l.contains("AH00294")) else {
                 bail!(
                     "{expect}: no AH00294 line in {} (LogLevel mpm_rworker:debug must be set):\n{log}",
-                    self.error_log().display()
+                    self.httpd.error_log.display()
                 );
             };
             if !line.contains(want) {
@@ -323,8 +238,8 @@ impl Server {
     /// Reads the error log written since the last call: `Err` on a crash line (see
     /// [`is_crash_line`]), else the warn/error lines, which the caller reports.
     pub fn check_log(&mut self) -> Result<Vec<String>> {
-        let text = fs::read(self.error_log())
-            .context(|| format!("read {}", self.error_log().display()))?;
+        let text = fs::read(&self.httpd.error_log)
+            .context(|| format!("read {}", self.httpd.error_log.display()))?;
         let start = (self.log_checked as usize).min(text.len());
         let new = String::from_utf8_lossy(&text[start..]).to_string();
         self.log_checked = text.len() as u64;
@@ -333,7 +248,7 @@ impl Server {
             bail!(
                 "{}: CRASH in the error log ({}):\n{}",
                 self.kind,
-                self.error_log().display(),
+                self.httpd.error_log.display(),
                 crashes.join("\n")
             );
         }
@@ -367,30 +282,14 @@ impl Server {
             return false;
         }
         self.stopped = true;
-        let r = self.server_ref();
-        let killed = stop_server(&r);
-        Registry::remove(&r.conf);
+        let killed = self.httpd.stop(STOP_TIMEOUT);
+        Registry::remove(&self.httpd.conf);
         killed
     }
 
-    /// What the signal handler needs to stop this server.
-    pub fn server_ref(&self) -> ServerRef {
-        ServerRef {
-            conf: self.conf(),
-            pidfile: self.pidfile(),
-        }
-    }
-    /// Its httpd.conf.
-    pub fn conf(&self) -> PathBuf {
-        self.root.join("httpd.conf")
-    }
-    /// Its pidfile.
-    pub fn pidfile(&self) -> PathBuf {
-        self.root.join("run/httpd.pid")
-    }
-    /// Its error log.
-    pub fn error_log(&self) -> PathBuf {
-        self.root.join("logs/error.log")
+    /// Its config, pidfile and error log: what the signal handler needs to stop it.
+    pub fn httpd(&self) -> &Httpd {
+        &self.httpd
     }
     /// `http://127.0.0.1:port<path>`.
     pub fn url(&self, path: &str) -> String {
@@ -408,14 +307,10 @@ impl Drop for Server {
 mod tests {
     use super::*;
 
+    /// Which lines are crashes is rworker-testkit's rule (and its tests); these are the lines
+    /// the report lists as warnings.
     #[test]
-    fn crash_lines_are_recognised() {
-        let crash = "[Sun Nov 30 01:00:00.000000 2025] [core:notice] [pid 12:tid 34] AH00052: \
-                     child pid 99 exit signal Segmentation fault (11)";
-        assert!(is_crash_line(crash));
-        assert!(is_crash_line(
-            "[mpm_rworker:crit] [pid 1] worker panicked at src/x.rs:1"
-        ));
+    fn warning_lines_are_recognised() {
         let ok = "[mpm_worker:notice] [pid 1] AH00292: Apache/2.4 configured -- resuming";
         assert!(!is_crash_line(ok));
         assert!(!is_warning_line(ok));

@@ -8,6 +8,7 @@
 //! finish (and for the pidfile to exist) and then stops that server too; once shutdown began,
 //! [`Registry::begin_start`] refuses to start anything new.
 
+use rworker_testkit::httpd::Httpd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -20,19 +21,10 @@ static CLIENT_PID: AtomicI32 = AtomicI32::new(0);
 
 /// The servers currently started, by config path.
 pub struct Registry {
-    servers: Vec<ServerRef>,
+    servers: Vec<Httpd>,
     /// Private files (the module snapshot) to remove when a signal ends the run.
     scratch: Vec<PathBuf>,
     shutting_down: bool,
-}
-
-/// What it takes to stop one server without knowing anything else about it.
-#[derive(Clone, Debug)]
-pub struct ServerRef {
-    /// Its private httpd.conf (`apache2 -f`).
-    pub conf: PathBuf,
-    /// Its pidfile.
-    pub pidfile: PathBuf,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
@@ -55,7 +47,8 @@ impl Registry {
     }
 
     /// Records a server that is (about to be) running; call under [`Registry::begin_start`].
-    pub fn add(&mut self, s: ServerRef) {
+    /// Its [`Httpd`] is what it takes to stop it without knowing anything else about it.
+    pub fn add(&mut self, s: Httpd) {
         self.servers.push(s);
     }
 
@@ -89,7 +82,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// Installs the SIGINT/SIGTERM/SIGHUP handler and starts the watcher thread. `stop` is called
 /// for each registered server (the caller passes the real stop: `-k stop`, wait, last-resort
 /// SIGKILL by the pidfile's pid), then the process exits with 128 + signal.
-pub fn install(stop: fn(&ServerRef)) -> std::io::Result<()> {
+pub fn install(stop: fn(&Httpd)) -> std::io::Result<()> {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: a zeroed sigaction with a handler that only does an atomic store is valid;
         // SA_RESTART keeps wait4/read from failing with EINTR in the main thread.

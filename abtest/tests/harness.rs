@@ -6,6 +6,8 @@
 
 use rworker_ab::mpm::MpmKind;
 use rworker_ab::server::Server;
+use rworker_testkit::procfs;
+use rworker_testkit::rworker_so::find_rworker_so;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -13,26 +15,7 @@ use std::process::{Command, Output};
 const BIN: &str = env!("CARGO_BIN_EXE_rworker-ab");
 
 fn rworker_so() -> PathBuf {
-    if let Ok(p) = std::env::var("RWORKER_SO") {
-        return PathBuf::from(p);
-    }
-    let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| ws.join("target"));
-    for profile in ["release", "debug"] {
-        let p = target.join(profile).join("libmod_mpm_rworker.so");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "libmod_mpm_rworker.so not found under {}; build it first: cargo build --release -p rworker",
-        target.display()
-    );
+    find_rworker_so().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn out_dir(name: &str) -> PathBuf {
@@ -41,6 +24,20 @@ fn out_dir(name: &str) -> PathBuf {
     fs::create_dir_all(&d).expect("create output dir");
     d
 }
+
+/// One repetition of one-second runs, no warm-up, the 1-byte file, 10 clients.
+const SHORT_RUN: &[&str] = &[
+    "--duration",
+    "1",
+    "--warmup",
+    "0",
+    "--reps",
+    "1",
+    "--sizes",
+    "1",
+    "--clients",
+    "10",
+];
 
 fn run_ab(args: &[&str], out: &Path) -> Output {
     let so = rworker_so();
@@ -70,16 +67,10 @@ fn server_roots(all: &str) -> Vec<String> {
 
 /// Live processes whose command line names `root` (httpd runs as `apache2 -f <root>/httpd.conf`).
 fn processes_naming(root: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in fs::read_dir("/proc").expect("read /proc").flatten() {
-        if let Ok(cmd) = fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(root) {
-                found.push(cmd);
-            }
-        }
-    }
-    found
+    procfs::processes_naming(root)
+        .into_iter()
+        .map(procfs::cmdline)
+        .collect()
 }
 
 fn text(o: &Output) -> String {
@@ -95,20 +86,7 @@ fn text(o: &Output) -> String {
 fn matrix_measures_the_mpm_it_claims() {
     let out = out_dir("matrix");
     let o = run_ab(
-        &[
-            "--duration",
-            "1",
-            "--warmup",
-            "0",
-            "--reps",
-            "1",
-            "--sizes",
-            "1",
-            "--clients",
-            "10",
-            "--mpms",
-            "worker,rworker-apr,rworker",
-        ],
+        &[SHORT_RUN, &["--mpms", "worker,rworker-apr,rworker"]].concat(),
         &out,
     );
     let all = text(&o);
@@ -175,23 +153,17 @@ fn a_404_fails_loudly() {
     let out = out_dir("404");
     let o = run_ab(
         &[
-            "--duration",
-            "1",
-            "--warmup",
-            "0",
-            "--reps",
-            "1",
-            "--sizes",
-            "1",
-            "--clients",
-            "10",
-            "--modes",
-            "keepalive",
-            "--mpms",
-            "worker",
-            "--path",
-            "/no-such-file.bin",
-        ],
+            SHORT_RUN,
+            &[
+                "--modes",
+                "keepalive",
+                "--mpms",
+                "worker",
+                "--path",
+                "/no-such-file.bin",
+            ],
+        ]
+        .concat(),
         &out,
     );
     let all = text(&o);
@@ -236,7 +208,7 @@ fn wrong_mpm_queue_kind_and_crash_lines_fail_loudly() {
     assert!(rw.check_log().is_ok());
     let mut log = fs::OpenOptions::new()
         .append(true)
-        .open(rw.error_log())
+        .open(&rw.httpd().error_log)
         .expect("open error log");
     use std::io::Write;
     writeln!(

@@ -11,7 +11,7 @@
 //! `1x4,4x8`; default all).
 //!
 //! The pattern is worker.c's: listener = `wait_for_idler`, `pop_pool` (or make a pool), push
-//! the connection; worker = `set_idle`, pop, process, `push_pool`.
+//! the connection; worker = `set_idle` recycling the previous connection's pool, pop, process.
 
 use rworker_queue::{FdQueue, PopError, QueueInfo};
 use std::cell::{RefCell, UnsafeCell};
@@ -31,13 +31,15 @@ trait Handoff: Send + Sync + 'static {
     /// Reserve an idle worker; false once terminated.
     fn wait_for_idler(&self) -> bool;
     fn pop_pool(&self) -> Option<usize>;
+    /// Recycle a pool without going idle (the contended case, which skips `set_idle`).
     fn push_pool(&self, pool: usize);
     fn push(&self, conn: Conn);
     /// Push without a reserved idler (contended case): gives the connection back when full.
     fn try_push(&self, conn: Conn) -> Result<(), Conn>;
     /// `Some(conn)`, `None` on a spurious/interrupted wake-up; `Err(())` once terminated+drained.
     fn pop(&self) -> Result<Option<Conn>, ()>;
-    fn set_idle(&self);
+    /// Go idle, recycling the previous connection's pool first (`ap_queue_info_set_idle`).
+    fn set_idle(&self, recycled: Option<usize>);
     fn term(&self);
     /// (parks, wake calls) so far.
     fn stats(&self) -> (u64, u64);
@@ -80,8 +82,9 @@ impl Handoff for Rworker {
             Err(_) => Ok(None),
         }
     }
-    fn set_idle(&self) {
-        self.qi.set_idle();
+    fn set_idle(&self, recycled: Option<usize>) {
+        // A refused pool (stack full) is a token: nothing to destroy.
+        let _ = self.qi.set_idle_recycling(recycled);
     }
     fn term(&self) {
         self.qi.term();
@@ -242,8 +245,12 @@ impl<L: LockCond> Handoff for Stock<L> {
             }
         })
     }
-    fn set_idle(&self) {
-        // ap_queue_info_set_idle: increment; if the listener was waiting, lock + signal.
+    fn set_idle(&self, recycled: Option<usize>) {
+        // ap_queue_info_set_idle: push the pool, increment; if the listener was waiting,
+        // lock + signal.
+        if let Some(pool) = recycled {
+            self.push_pool(pool);
+        }
         let prev = self.idlers.fetch_add(1, Ordering::SeqCst);
         if prev < 0 {
             self.idlers_lock.with_lock(|c| {
@@ -470,9 +477,13 @@ fn run_once<H: Handoff>(
             thread::spawn(move || {
                 start.wait();
                 let mut sum = 0u64;
+                // The pool of the connection just processed, recycled when going idle.
+                let mut finished = None;
                 loop {
                     if reserve {
-                        h.set_idle();
+                        h.set_idle(finished.take());
+                    } else if let Some(pool) = finished.take() {
+                        h.push_pool(pool);
                     }
                     let conn = loop {
                         match h.pop() {
@@ -486,7 +497,7 @@ fn run_once<H: Handoff>(
                     for i in 0..work {
                         sum = sum.wrapping_add(black_box(id ^ u64::from(i)));
                     }
-                    h.push_pool(pool);
+                    finished = Some(pool);
                 }
                 black_box(sum);
             })

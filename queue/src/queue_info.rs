@@ -32,8 +32,9 @@ impl std::error::Error for Terminated {}
 
 /// Idle-worker count, listener blocking, and recycled transaction pools (`fd_queue_info_t`).
 ///
-/// `P` is the MPM's pool handle. Workers call [`QueueInfo::set_idle`] before each pop; the
-/// listener calls [`QueueInfo::wait_for_idler`] before each accept.
+/// `P` is the MPM's pool handle. Workers call [`QueueInfo::set_idle_recycling`] (or
+/// [`QueueInfo::set_idle`]) before each pop; the listener calls [`QueueInfo::wait_for_idler`]
+/// before each accept.
 ///
 /// ```
 /// use rworker_queue::QueueInfo;
@@ -82,6 +83,35 @@ impl<P: Send> QueueInfo<P> {
         // listener either finds this idler or is woken.
         self.idlers.fetch_add(1, Ordering::SeqCst);
         self.wake_waiter();
+    }
+
+    /// A worker that served a connection becomes idle, recycling that connection's (cleared)
+    /// transaction pool first (httpd's `ap_queue_info_set_idle` with its pool argument): pushes
+    /// `recycled` onto the pool stack, then counts the idler exactly as [`QueueInfo::set_idle`]
+    /// does. Returns the pool if the stack refused it (`max_recycled_pools` pools held, or
+    /// closed by [`QueueInfo::free_idle_pools`]), for the caller to destroy; `None` otherwise.
+    ///
+    /// The push comes before the count, as in httpd, so that a listener that reserves this
+    /// idler finds the pool on the stack (unless another popper took it first) instead of
+    /// creating a new one: the stack's successful push CAS is sequenced before the SeqCst
+    /// increment of `idlers`, and the listener's AcqRel reservation CAS reads that increment
+    /// (or a later RMW of its release sequence), so the push happens-before the reservation
+    /// and the listener's next `pop_pool`. No ordering is added here: both halves are the
+    /// existing operations, in that order.
+    ///
+    /// ```
+    /// use rworker_queue::QueueInfo;
+    /// let qi: QueueInfo<Box<u32>> = QueueInfo::new(1);
+    /// assert_eq!(qi.set_idle_recycling(None), None); // first connection: no pool yet
+    /// assert_eq!(qi.set_idle_recycling(Some(Box::new(1))), None); // recycled
+    /// assert_eq!(qi.set_idle_recycling(Some(Box::new(2))), Some(Box::new(2))); // stack full
+    /// assert_eq!(qi.num_idlers(), 3);
+    /// ```
+    #[must_use = "a refused pool must be destroyed by the caller"]
+    pub fn set_idle_recycling(&self, recycled: Option<P>) -> Option<P> {
+        let refused = recycled.and_then(|pool| self.push_pool(pool).err());
+        self.set_idle();
+        refused
     }
 
     /// The wake half of the handshake, run after an idler was counted.
@@ -310,6 +340,40 @@ mod tests {
         qi.set_idle();
         assert_eq!(qi.wait_for_idler(), Err(Terminated));
         assert!(!qi.try_get_idler());
+    }
+
+    #[test]
+    fn set_idle_recycling_pushes_then_counts() {
+        let qi = QueueInfo::new(1);
+        // The first connection of a worker has no pool to recycle.
+        assert_eq!(qi.set_idle_recycling(None), None);
+        assert_eq!((qi.num_idlers(), qi.recycled_pools()), (1, 0));
+        assert_eq!(qi.set_idle_recycling(Some(1)), None);
+        assert_eq!((qi.num_idlers(), qi.recycled_pools()), (2, 1));
+        // Full: the pool comes back, the idler is still counted.
+        assert_eq!(qi.set_idle_recycling(Some(2)), Some(2));
+        assert_eq!((qi.num_idlers(), qi.recycled_pools()), (3, 1));
+        // What a listener sees after reserving: the recycled pool.
+        assert_eq!(qi.wait_for_idler(), Ok(false));
+        assert_eq!(qi.pop_pool(), Some(1));
+        // Closed: the pool comes back too.
+        assert!(qi.free_idle_pools().is_empty());
+        assert_eq!(qi.set_idle_recycling(Some(3)), Some(3));
+        assert_eq!((qi.num_idlers(), qi.recycled_pools()), (3, 0));
+        // No waiter: no wake call.
+        assert_eq!(qi.wait_stats(), WaitStats::default());
+    }
+
+    #[test]
+    fn set_idle_recycling_wakes_a_parked_listener_with_the_pool_there() {
+        let qi: Arc<QueueInfo<u32>> = Arc::new(QueueInfo::new(2));
+        let qi2 = Arc::clone(&qi);
+        let h = thread::spawn(move || qi2.wait_for_idler().map(|_| qi2.pop_pool()));
+        wait_parked(&qi, 1);
+        assert_eq!(qi.set_idle_recycling(Some(7)), None);
+        assert_eq!(h.join().unwrap(), Ok(Some(7)));
+        assert_eq!(qi.num_idlers(), 0);
+        assert_eq!(qi.wait_stats().wakes, 1);
     }
 
     #[test]

@@ -228,6 +228,22 @@ fn set_idle_wakes_wait_for_idler() {
     });
 }
 
+/// A worker recycles its last connection's pool and goes idle while the listener waits: the
+/// listener that reserves that idler finds the pool on the stack (the push happens-before the
+/// reservation), so it need not create one.
+#[test]
+fn set_idle_recycling_hands_the_pool_to_the_listener() {
+    model(|| {
+        let qi = Arc::new(QueueInfo::new(1));
+        let qi2 = qi.clone();
+        let worker = thread::spawn(move || qi2.set_idle_recycling(Some(5u32)));
+        assert!(qi.wait_for_idler().is_ok());
+        assert_eq!(qi.pop_pool(), Some(5));
+        assert_eq!(worker.join().unwrap(), None);
+        assert_eq!(qi.num_idlers(), 0);
+    });
+}
+
 /// `waiters` listeners wait for an idler while the main thread calls set_idle `waiters` times:
 /// each listener reserves exactly one.
 fn waiters_and_as_many_idlers(waiters: usize) {

@@ -111,16 +111,21 @@ fn listener_worker_pattern() {
     let workers: Vec<_> = (0..WORKERS)
         .map(|_| {
             let (q, qi, processed) = (Arc::clone(&q), Arc::clone(&qi), Arc::clone(&processed));
-            thread::spawn(move || loop {
-                qi.set_idle();
-                match q.pop() {
-                    Ok((conn, pool)) => {
-                        assert!(conn < handoffs);
-                        processed.fetch_add(1, Ordering::Relaxed);
-                        let _ = qi.push_pool(pool);
+            thread::spawn(move || {
+                // The pool of the connection just processed, recycled when going idle.
+                let mut finished = None;
+                loop {
+                    // A refused pool (stack full) is dropped: that is its destruction here.
+                    drop(qi.set_idle_recycling(finished.take()));
+                    match q.pop() {
+                        Ok((conn, pool)) => {
+                            assert!(conn < handoffs);
+                            processed.fetch_add(1, Ordering::Relaxed);
+                            finished = Some(pool);
+                        }
+                        Err(PopError::Terminated) => return,
+                        Err(e) => panic!("unexpected {e:?}"),
                     }
-                    Err(PopError::Terminated) => return,
-                    Err(e) => panic!("unexpected {e:?}"),
                 }
             })
         })

@@ -8,21 +8,32 @@
 //!
 //! Servers are controlled only through `apache2 -f <our conf> -k ...` or the pid in their own
 //! pidfile, never by process name: other apache2 instances may run on the same host. `Drop`
-//! stops the server and, as a last resort, SIGKILLs the processes whose command line names
-//! this server's private config file.
-#![allow(dead_code)]
+//! stops the server by its pidfile (rworker-testkit's [`Httpd::stop`]) and, as a last resort,
+//! SIGKILLs the processes whose command line names this server's private config file.
+//!
+//! What the A/B harness (`abtest/`) needs as well lives in rworker-testkit and is re-exported
+//! here: starting and stopping by pidfile, `/proc`, the crash-line rule, wrk.
+// Each test binary uses only a part of the harness.
+#![allow(dead_code, unused_imports)]
 
+use rworker_testkit::httpd::Httpd;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-pub const APACHE2: &str = "/usr/sbin/apache2";
+pub use rworker_testkit::error_log::{crash_lines, log_level};
+pub use rworker_testkit::httpd::APACHE2;
+pub use rworker_testkit::procfs::{
+    alive as pid_alive, all_pids, children_of, cmdline, cpu_ticks, proc_state,
+};
+pub use rworker_testkit::wait::wait_until;
+pub use rworker_testkit::wrk::WrkResult;
 pub const STOCK_MODULES: &str = "/usr/lib/apache2/modules";
 
 /// Size of the patterned file `/10m.bin`.
@@ -101,31 +112,8 @@ impl Mpm {
 }
 
 fn rworker_so() -> PathBuf {
-    if let Ok(p) = std::env::var("RWORKER_SO") {
-        let p = PathBuf::from(p);
-        assert!(p.is_file(), "RWORKER_SO={} does not exist", p.display());
-        return p;
-    }
-    let mut target_dirs = Vec::new();
-    if let Ok(t) = std::env::var("CARGO_TARGET_DIR") {
-        target_dirs.push(PathBuf::from(t));
-    }
-    target_dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let mut tried = Vec::new();
-    for dir in &target_dirs {
-        for profile in ["release", "debug"] {
-            let p = dir.join(profile).join("libmod_mpm_rworker.so");
-            if p.is_file() {
-                return p;
-            }
-            tried.push(p.display().to_string());
-        }
-    }
-    panic!(
-        "mod_mpm_rworker.so not found (tried {}); build it first: cargo build --release \
-         (or set RWORKER_SO, or RWORKER_TEST_MPM=worker to test the stock worker MPM)",
-        tried.join(", ")
-    );
+    rworker_testkit::rworker_so::find_rworker_so()
+        .unwrap_or_else(|e| panic!("{e} (or RWORKER_TEST_MPM=worker to test the stock worker MPM)"))
 }
 
 // ------------------------------------------------------------------------------------------
@@ -258,6 +246,8 @@ pub struct Server {
     pub opts: ServerOpts,
     pub port: u16,
     dir: tempfile::TempDir,
+    /// Its config, pidfile and error log: how it is started and stopped.
+    httpd: Httpd,
     /// The pid read from the pidfile after start (the parent).
     parent: Option<i32>,
     /// `apache2 -X`, when started in the foreground.
@@ -280,19 +270,14 @@ impl Server {
             .tempdir()
             .expect("create temp ServerRoot");
         let root = dir.path();
-        for sub in ["run", "logs", "htdocs", "htdocs/seq"] {
-            fs::create_dir_all(root.join(sub)).unwrap();
-        }
-        // www-data must traverse the root and read the DocumentRoot.
-        for sub in ["", "htdocs", "htdocs/seq"] {
-            fs::set_permissions(root.join(sub), fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        let httpd = Httpd::create_root(root, &["seq"]).unwrap_or_else(|e| panic!("{e}"));
         write_docroot(&root.join("htdocs"));
         let mut server = Server {
             mpm,
             opts,
             port: 0,
             dir,
+            httpd,
             parent: None,
             foreground: None,
         };
@@ -341,44 +326,32 @@ impl Server {
 
     fn run_start(&mut self) {
         for attempt in 0..3 {
-            let out = self.ctl(&["-k", "start"]);
-            let log = self.error_log();
-            // Listeners are open (and connections queue) before the parent writes its
-            // pidfile, so wait for both.
-            if out.status.success()
-                && self.wait_listening(Duration::from_secs(15))
-                && wait_until(Duration::from_secs(10), || {
-                    self.pid_from_pidfile().is_some_and(pid_alive)
-                })
-            {
-                self.parent = self.pid_from_pidfile();
-                // The parent forks its first children after it wrote the pidfile; on a loaded
-                // machine that can lag, and tests count children right away.
-                let forked = wait_until(Duration::from_secs(10), || !self.children().is_empty());
-                assert!(
-                    forked,
-                    "no child process 10 s after start:\n{}",
-                    self.error_log()
-                );
-                return;
+            // Listeners open (and connections queue) before the parent writes its pidfile;
+            // both can lag on a loaded machine.
+            match self.httpd.start(self.port, Duration::from_secs(25)) {
+                Ok(parent) => {
+                    self.parent = Some(parent);
+                    // The parent forks its first children after it wrote the pidfile; on a
+                    // loaded machine that can lag, and tests count children right away.
+                    let forked =
+                        wait_until(Duration::from_secs(10), || !self.children().is_empty());
+                    assert!(
+                        forked,
+                        "no child process 10 s after start:\n{}",
+                        self.error_log()
+                    );
+                    return;
+                }
+                Err(failure) => {
+                    self.stop_quietly();
+                    if attempt < 2 && failure.port_in_use() {
+                        // Another test grabbed the port between our probe and httpd's bind.
+                        self.rebind();
+                        continue;
+                    }
+                    panic!("server did not start\n{failure}");
+                }
             }
-            let text = format!(
-                "apache2 -k start: {}\nstdout:\n{}\nstderr:\n{}\nerror log:\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
-                self.error_log()
-            );
-            self.stop_quietly();
-            if attempt < 2
-                && (log.contains("Address already in use")
-                    || text.contains("Address already in use"))
-            {
-                // Another test grabbed the port between our probe and httpd's bind.
-                self.rebind();
-                continue;
-            }
-            panic!("server did not start\n{text}");
         }
     }
 
@@ -464,13 +437,13 @@ impl Server {
         self.dir.path()
     }
     pub fn conf_path(&self) -> PathBuf {
-        self.root().join("httpd.conf")
+        self.httpd.conf.clone()
     }
     pub fn pidfile(&self) -> PathBuf {
-        self.root().join("run/httpd.pid")
+        self.httpd.pidfile.clone()
     }
     pub fn error_log_path(&self) -> PathBuf {
-        self.root().join("logs/error.log")
+        self.httpd.error_log.clone()
     }
     pub fn docroot(&self) -> PathBuf {
         self.root().join("htdocs")
@@ -484,13 +457,7 @@ impl Server {
 
     /// Runs `apache2 -f <conf> <args>` and returns its output (does not check the status).
     pub fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(APACHE2)
-            .arg("-f")
-            .arg(self.conf_path())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run /usr/sbin/apache2")
+        self.httpd.apache2(args).unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn ctl_ok(&self, args: &[&str]) {
@@ -510,7 +477,7 @@ impl Server {
 
     /// The pid in the server's own pidfile, if there is one.
     pub fn pid_from_pidfile(&self) -> Option<i32> {
-        fs::read_to_string(self.pidfile()).ok()?.trim().parse().ok()
+        self.httpd.pid()
     }
 
     /// The parent's pid as recorded at start (the pidfile's content then).
@@ -542,14 +509,7 @@ impl Server {
     /// Every live process whose command line names this server's config file: the parent,
     /// its children, and an `apache2 -k ...` control process that happens to run.
     pub fn processes(&self) -> Vec<i32> {
-        let conf = self.conf_path().display().to_string();
-        let mut v = Vec::new();
-        for pid in all_pids() {
-            if proc_state(pid).is_some_and(|s| s != 'Z') && cmdline(pid).contains(&conf) {
-                v.push(pid);
-            }
-        }
-        v
+        rworker_testkit::procfs::processes_naming(&self.conf_path().display().to_string())
     }
 
     /// Waits until the server accepts TCP connections on its port.
@@ -642,10 +602,9 @@ impl Server {
         if self.foreground.is_some() {
             self.kill_foreground();
         }
-        if self.pid_from_pidfile().is_some_and(pid_alive) {
-            let _ = self.ctl(&["-k", "stop"]);
-            wait_until(Duration::from_secs(5), || self.processes().is_empty());
-        }
+        // By the pidfile: -k stop, then SIGKILL of its parent and children after 5 s.
+        self.httpd.stop(Duration::from_secs(5));
+        wait_until(Duration::from_secs(5), || self.processes().is_empty());
         // Last resort: whatever still runs with our config file on its command line. Repeat
         // until nothing is left: a parent caught while starting may fork between two scans.
         let left = self.processes();
@@ -668,7 +627,7 @@ impl Server {
     // --- logs and status ----------------------------------------------------------------
 
     pub fn error_log(&self) -> String {
-        fs::read_to_string(self.error_log_path()).unwrap_or_default()
+        self.httpd.error_log_text()
     }
 
     /// Error log lines at warn or above (or not in httpd's log format at all, e.g. a panic
@@ -1023,55 +982,10 @@ pub fn parse_ab(out: Output) -> AbResult {
     }
 }
 
-#[derive(Debug)]
-pub struct WrkResult {
-    pub requests: u64,
-    pub socket_errors: u64,
-    pub non_2xx: u64,
-    pub output: String,
-}
-
-/// Runs `wrk <args> <url>` to completion and sums its socket errors.
+/// Runs `wrk <args> <url>` to completion (rworker-testkit's runner and parser).
 pub fn run_wrk(args: &[&str], url: &str) -> WrkResult {
-    let out = Command::new("wrk")
-        .args(args)
-        .arg(url)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run wrk");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "wrk failed ({}):\n{text}", out.status);
-    let mut socket_errors = 0;
-    let mut non_2xx = 0;
-    let mut requests = None;
-    for l in text.lines().map(str::trim) {
-        if let Some(rest) = l.strip_prefix("Socket errors:") {
-            // "Socket errors: connect 0, read 3, write 0, timeout 0"
-            for part in rest.split(',') {
-                if let Some(n) = part
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|n| n.parse::<u64>().ok())
-                {
-                    socket_errors += n;
-                }
-            }
-        } else if let Some(rest) = l.strip_prefix("Non-2xx or 3xx responses:") {
-            non_2xx = rest.trim().parse().unwrap_or(u64::MAX);
-        } else if l.contains(" requests in ") {
-            requests = l.split_whitespace().next().and_then(|n| n.parse().ok());
-        }
-    }
-    WrkResult {
-        requests: requests.unwrap_or_else(|| panic!("no request count in wrk output:\n{text}")),
-        socket_errors,
-        non_2xx,
-        output: text,
-    }
+    let log = tempfile::NamedTempFile::new().expect("temp file for wrk's output");
+    rworker_testkit::wrk::run_wrk(args, url, log.path(), |_| {}).unwrap_or_else(|e| panic!("{e}"))
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1079,69 +993,7 @@ pub fn run_wrk(args: &[&str], url: &str) -> WrkResult {
 
 /// A port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().unwrap().port()
-}
-
-/// Polls `cond` every 50 ms until it holds or `timeout` passes.
-pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        sleep(Duration::from_millis(50));
-    }
-}
-
-pub fn all_pids() -> Vec<i32> {
-    fs::read_dir("/proc")
-        .map(|rd| {
-            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// (state, ppid) from /proc/<pid>/stat.
-fn stat_fields(pid: i32) -> Option<(char, i32)> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
-    let mut it = rest.split_whitespace();
-    let state = it.next()?.chars().next()?;
-    let ppid = it.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-pub fn proc_state(pid: i32) -> Option<char> {
-    stat_fields(pid).map(|(s, _)| s)
-}
-
-/// Alive: exists and is not a zombie.
-pub fn pid_alive(pid: i32) -> bool {
-    proc_state(pid).is_some_and(|s| s != 'Z')
-}
-
-/// (pid, state) of every process whose parent is `ppid`.
-pub fn children_of(ppid: i32) -> Vec<(i32, char)> {
-    let mut v: Vec<_> = all_pids()
-        .into_iter()
-        .filter_map(|p| match stat_fields(p) {
-            Some((st, pp)) if pp == ppid => Some((p, st)),
-            _ => None,
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-pub fn cmdline(pid: i32) -> String {
-    fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-        .unwrap_or_default()
+    rworker_testkit::port::free_port().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Number of threads of `pid` (entries of /proc/<pid>/task).
@@ -1176,14 +1028,6 @@ pub fn uid_of_user(name: &str) -> u32 {
         .unwrap_or_else(|| panic!("user {name} not in /etc/passwd"))
 }
 
-/// The level of an httpd error log line (`[date] [module:level] ...`), if it has that form.
-pub fn log_level(line: &str) -> Option<&str> {
-    let rest = line.strip_prefix('[')?;
-    let rest = &rest[rest.find("] [")? + 3..];
-    let tag = &rest[..rest.find(']')?];
-    Some(tag.rsplit(':').next().unwrap_or(tag))
-}
-
 pub fn set_of(v: &[i32]) -> BTreeSet<i32> {
     v.iter().copied().collect()
 }
@@ -1206,21 +1050,7 @@ pub fn skip_unless_rworker(test: &str) -> bool {
 
 /// Clock ticks per second of the `utime`/`stime` fields of /proc/<pid>/stat.
 pub fn clk_tck() -> u64 {
-    // SAFETY: sysconf(3) has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    assert!(t > 0, "sysconf(_SC_CLK_TCK) = {t}");
-    t as u64
-}
-
-/// utime + stime of `pid` (all its threads), in clock ticks.
-pub fn cpu_ticks(pid: i32) -> Option<u64> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after "(comm) ": state is field 3, utime 14, stime 15.
-    let rest = &s[s.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(utime + stime)
+    rworker_testkit::procfs::clock_ticks_per_sec().expect("sysconf(_SC_CLK_TCK)")
 }
 
 /// Resident set size of `pid` in KiB (VmRSS).
@@ -1254,23 +1084,6 @@ pub fn listen_backlog(port: u16) -> Option<u32> {
             None
         }
     })
-}
-
-/// Error log lines that tell of a crash: a child killed by a signal other than the ones
-/// the parent itself sends (AH00050–AH00052 "exit signal"), a segfault or abort, a Rust
-/// panic message written to the inherited stderr.
-pub fn crash_lines(log: &str) -> Vec<String> {
-    log.lines()
-        .filter(|l| {
-            l.contains("exit signal")
-                || l.contains("Segmentation fault")
-                || l.contains("possible coredump")
-                || l.contains("panicked")
-                || l.contains("Aborted")
-                || l.contains("AH02325") // resource shortage before any child started
-        })
-        .map(str::to_owned)
-        .collect()
 }
 
 impl Server {
@@ -1365,7 +1178,7 @@ impl HeldRequest {
 pub fn describe_processes(pids: &[i32]) -> String {
     let mut out = String::new();
     for &p in pids {
-        let (st, ppid) = stat_fields(p).unwrap_or(('?', 0));
+        let (st, ppid) = rworker_testkit::procfs::stat(p).map_or(('?', 0), |s| (s.state, s.ppid));
         out.push_str(&format!(
             "pid {p} ppid {ppid} state {st} uid {:?}: {}\n",
             fs::read_to_string(format!("/proc/{p}/status"))
@@ -1400,9 +1213,7 @@ pub fn describe_processes(pids: &[i32]) -> String {
             for t in rd.flatten() {
                 let tid = t.file_name().to_string_lossy().into_owned();
                 let wchan = fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
-                let tst = stat_fields(tid.parse().unwrap_or(0))
-                    .map(|s| s.0)
-                    .unwrap_or('?');
+                let tst = proc_state(tid.parse().unwrap_or(0)).unwrap_or('?');
                 out.push_str(&format!("    task {tid} {tst} {wchan}\n"));
             }
         }

@@ -1,0 +1,151 @@
+//! What `/proc` says about a process: state, parent, CPU time, children, command line.
+//!
+//! Every reading is a snapshot: a process may exit, and its pid be reused, between two calls.
+
+use std::collections::BTreeSet;
+use std::fs;
+
+/// The fields of `/proc/<pid>/stat` the kit uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// `R`, `S`, `D`, `Z` (zombie: exited, not yet reaped), ...
+    pub state: char,
+    /// The parent's pid.
+    pub ppid: i32,
+    /// `utime + stime` of all its threads, in clock ticks (see [`clock_ticks_per_sec`]).
+    pub cpu_ticks: u64,
+    /// `cutime + cstime`: CPU ticks of the children it has reaped.
+    pub reaped_cpu_ticks: u64,
+}
+
+/// Parses the text of `/proc/<pid>/stat`. The command name may contain spaces and parentheses,
+/// so the fields are counted from the last `)`.
+pub fn parse_stat(text: &str) -> Option<Stat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // f[0] = state (field 3), f[1] = ppid (4), f[11..15] = utime stime cutime cstime (14..17).
+    let num = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok());
+    Some(Stat {
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        cpu_ticks: num(11)? + num(12)?,
+        reaped_cpu_ticks: num(13)? + num(14)?,
+    })
+}
+
+/// `/proc/<pid>/stat`, if the process exists.
+pub fn stat(pid: i32) -> Option<Stat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The state letter of `pid` (`Z` for a zombie), if it exists.
+pub fn proc_state(pid: i32) -> Option<char> {
+    stat(pid).map(|s| s.state)
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    proc_state(pid).is_some_and(|s| s != 'Z')
+}
+
+/// `utime + stime` of `pid` (all its threads), in clock ticks.
+pub fn cpu_ticks(pid: i32) -> Option<u64> {
+    stat(pid).map(|s| s.cpu_ticks)
+}
+
+/// `sysconf(_SC_CLK_TCK)`: the unit of the CPU times in `/proc/<pid>/stat`; `None` if the
+/// system does not say.
+pub fn clock_ticks_per_sec() -> Option<u64> {
+    // SAFETY: sysconf(3) has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(t).ok().filter(|&t| t > 0)
+}
+
+/// Every pid in `/proc`.
+pub fn all_pids() -> Vec<i32> {
+    fs::read_dir("/proc")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `(pid, state)` of every process whose parent is `ppid`, zombies included, by pid.
+pub fn children_of(ppid: i32) -> Vec<(i32, char)> {
+    let mut v: Vec<_> = all_pids()
+        .into_iter()
+        .filter_map(|p| match stat(p) {
+            Some(s) if s.ppid == ppid => Some((p, s.state)),
+            _ => None,
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// The live (non-zombie) children of `ppid`.
+pub fn live_children(ppid: i32) -> BTreeSet<i32> {
+    children_of(ppid)
+        .into_iter()
+        .filter(|&(_, state)| state != 'Z')
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// The command line of `pid`, arguments joined by spaces (empty for a zombie or a gone pid).
+pub fn cmdline(pid: i32) -> String {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Live processes whose command line contains `text`: for a private httpd, its config file's
+/// path (`apache2 -f <root>/httpd.conf`) names its parent, its children and any `apache2 -k`
+/// control process of it, and nothing else on the host.
+pub fn processes_naming(text: &str) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|&p| alive(p) && cmdline(p).contains(text))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_odd_command_name() {
+        let line = "1234 (apache2 (x) y) S 1 1234 1234 0 -1 4194560 100 0 0 0 \
+                    7 3 11 2 20 0 1 0 100 0 0";
+        assert_eq!(
+            parse_stat(line),
+            Some(Stat {
+                state: 'S',
+                ppid: 1,
+                cpu_ticks: 10,
+                reaped_cpu_ticks: 13
+            })
+        );
+        assert_eq!(parse_stat("1234 (x) S 1"), None);
+    }
+
+    #[test]
+    fn own_process_and_child() {
+        let me = std::process::id() as i32;
+        assert!(alive(me));
+        assert!(cmdline(me).contains("rworker_testkit"));
+        assert!(clock_ticks_per_sec().is_some());
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        assert!(live_children(me).contains(&pid));
+        assert_eq!(stat(pid).map(|s| s.ppid), Some(me));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!alive(pid));
+        assert!(!children_of(me).iter().any(|&(p, _)| p == pid));
+    }
+}
