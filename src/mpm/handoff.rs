@@ -96,13 +96,8 @@ impl Handoff {
     /// listener finds it for the connection it accepts for this worker.
     pub fn set_idle(&self, recycle: Option<Pool>) {
         match self {
-            Handoff::Atomic { qi, .. } => {
-                if let Some(p) = recycle {
-                    // A full or closed stack refuses the pool: it is destroyed (dropped).
-                    let _ = qi.push_pool(p);
-                }
-                qi.set_idle();
-            }
+            // A full or closed stack refuses the pool: it is destroyed (dropped).
+            Handoff::Atomic { qi, .. } => drop(qi.set_idle_recycling(recycle)),
             Handoff::Apr(q) => q.set_idle(recycle),
         }
     }
