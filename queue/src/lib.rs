@@ -7,6 +7,9 @@
 //! - [`QueueInfo`]: the idle-worker count the listener waits on (`ap_queue_info_set_idle`,
 //!   `ap_queue_info_wait_for_idler`, ...) and the bounded, ABA-safe stack of recycled
 //!   transaction pools.
+//! - [`Inbox`]: the way back, workers to listener: a bounded lock-free MPSC queue of parked
+//!   keep-alive connections, with a sleep protocol for a listener that sleeps in `epoll_wait`
+//!   (a push tells its caller whether it must write the eventfd: only one per sleep does).
 //!
 //! Rules kept everywhere: a hand-off with no sleeper makes no system call; a push or `set_idle`
 //! makes at most one wake (rarely two, see `parker`), and a popper that slept may hand one on;
@@ -21,11 +24,13 @@
 
 mod adaptive_spin;
 mod fdqueue;
+mod inbox;
 mod parker;
 mod pool_stack;
 mod queue_info;
 mod sync;
 
 pub use fdqueue::{FdQueue, PopError, PushError};
+pub use inbox::{Drain, Inbox, InboxConsumer, Wake};
 pub use parker::WaitStats;
 pub use queue_info::{QueueInfo, Terminated};
