@@ -17,7 +17,7 @@
 //! ordering of each atomic operation is justified where it is written. Built with
 //! `--cfg loom`, the same code runs under the loom model checker (`tests/loom.rs`).
 //!
-//! Both types are `Send + Sync` for `Send` payloads and carry no FFI types: the MPM passes
+//! All three types are `Send + Sync` for `Send` payloads and carry no FFI types: the MPM passes
 //! sockets and pools as opaque handles.
 
 #![warn(missing_docs)]
