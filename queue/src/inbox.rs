@@ -182,7 +182,8 @@ impl<T: Send> Inbox<T> {
     /// right away; exactly one caller per sleep gets it. `Ok(Wake::NotNeeded)`: nothing to do.
     /// `Err(item)` after [`Inbox::close`]: the caller keeps the item (closes the connection
     /// itself). If the inbox is full, waits (spin, then yield) until the consumer takes an item
-    /// or the inbox is closed; the consumer must therefore keep draining until it closes the inbox.
+    /// or the inbox is closed; the consumer must therefore keep draining until it closes the inbox,
+    /// and must not push itself.
     pub fn push(&self, item: T) -> Result<Wake, T> {
         // Relaxed: only a guess at the position; the CAS below validates it.
         let mut tail = self.tail.load(Ordering::Relaxed);
@@ -444,7 +445,8 @@ impl<'a, T: Send> InboxConsumer<'a, T> {
         tail & self.inbox.mark_bit != 0 && tail & !self.inbox.mark_bit == self.head
     }
 
-    /// The inbox this handle drains (to push into it from the consumer thread, or to close it).
+    /// The inbox this handle drains (to close it, for one). Do not push into it from the
+    /// consumer's own thread: a push into a full inbox waits for the consumer, that is forever.
     pub fn inbox(&self) -> &'a Inbox<T> {
         self.inbox
     }

@@ -13,11 +13,13 @@
 //!
 //! Rules kept everywhere: a hand-off with no sleeper makes no system call; a push or `set_idle`
 //! makes at most one wake (rarely two, see `parker`), and a popper that slept may hand one on;
-//! every wait is a bounded spin followed by a park. The memory
+//! every wait is a bounded spin followed by a park (except a push into a full [`Inbox`], which
+//! spins then yields until the listener drains: the listener never waits on a worker). The memory
 //! ordering of each atomic operation is justified where it is written. Built with
-//! `--cfg loom`, the same code runs under the loom model checker (`tests/loom.rs`).
+//! `--cfg loom`, the same code runs under the loom model checker (`tests/loom.rs`,
+//! `tests/loom_inbox.rs`).
 //!
-//! Both types are `Send + Sync` for `Send` payloads and carry no FFI types: the MPM passes
+//! All three types are `Send + Sync` for `Send` payloads and carry no FFI types: the MPM passes
 //! sockets and pools as opaque handles.
 
 #![warn(missing_docs)]
