@@ -7,6 +7,8 @@
 #include "http_main.h"
 #include "http_connection.h"
 #include "http_protocol.h"
+#include "http_vhost.h"
+#include "http_request.h"
 #include "ap_mpm.h"
 #include "ap_listen.h"
 #include "ap_mmn.h"

@@ -24,6 +24,13 @@ cargo build --release
 echo "== cargo test --release --workspace (MPM under test: ${RWORKER_TEST_MPM:-rworker})"
 cargo test --release --workspace --no-fail-fast -- --test-threads 2
 
+# The tests that serve and restart again, with parked connections (RWorkerKeepAlive park).
+if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
+    echo "== the same serving and lifecycle tests with RWorkerKeepAlive park"
+    RWORKER_TEST_KEEPALIVE=park cargo test --release --no-fail-fast \
+        --test serve --test lifecycle --test load --test status -- --test-threads 2
+fi
+
 if [[ -f queue/loom.sh ]]; then
     echo "== loom model checks (queue/loom.sh)"
     bash queue/loom.sh

@@ -282,6 +282,14 @@ impl Listener {
         }
     }
 
+    /// Makes accept non-blocking (a listener that polls must not block in accept when
+    /// another process took the connection first; `ap_unixd_accept` treats EAGAIN as
+    /// nothing accepted).
+    pub fn set_nonblocking(&self) {
+        // SAFETY: lr->sd is the listener's live APR socket.
+        unsafe { sys::apr_socket_opt_set((*self.0.as_ptr()).sd, sys::APR_SO_NONBLOCK as i32, 1) };
+    }
+
     /// Closes this listener and the ones after it in the bucket's list (the child's
     /// copies; other processes keep theirs).
     pub fn close_from_here(&self) {

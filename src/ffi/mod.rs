@@ -17,8 +17,10 @@
 //!   socket; `conn`: serving a connection through the core; `fdqueue`: httpd's own
 //!   fdqueue (for `RWorkerQueue apr`).
 
+pub mod async_conn;
 pub mod conn;
 pub mod directive;
+pub mod epoll;
 pub mod fdqueue;
 pub mod httpd;
 pub mod listen;

@@ -18,6 +18,10 @@ pub mod status {
     pub const STARTING: c_int = sys::SERVER_STARTING as c_int;
     pub const READY: c_int = sys::SERVER_READY as c_int;
     pub const GRACEFUL: c_int = sys::SERVER_GRACEFUL as c_int;
+    pub const BUSY_READ: c_int = sys::SERVER_BUSY_READ as c_int;
+    pub const BUSY_WRITE: c_int = sys::SERVER_BUSY_WRITE as c_int;
+    pub const BUSY_KEEPALIVE: c_int = sys::SERVER_BUSY_KEEPALIVE as c_int;
+    pub const CLOSING: c_int = sys::SERVER_CLOSING as c_int;
 }
 
 /// The fields of a child slot's `process_score` that the MPM uses.
@@ -116,6 +120,42 @@ pub fn set_quiescing(slot: c_int) {
     let p = process_ptr(slot);
     // SAFETY: as in claim_slot; a child writes this field of its own slot only.
     unsafe { ptr::write_volatile(addr_of_mut!((*p).quiescing), 1) };
+}
+
+/// A child's asynchronous connections by state, for mod_status's "Async connections"
+/// table and the `ConnsTotal` / `ConnsAsync*` keys of `?auto`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AsyncCounts {
+    /// Every open connection of the child.
+    pub connections: u32,
+    /// Parked waiting to write.
+    pub write_completion: u32,
+    /// Parked in keep-alive.
+    pub keep_alive: u32,
+    /// In lingering close.
+    pub lingering_close: u32,
+    /// Suspended by a module.
+    pub suspended: u32,
+    /// Parked waiting for I/O on a module's behalf (h2).
+    pub wait_io: u32,
+    /// The child accepts no new connection (no idle worker).
+    pub not_accepting: bool,
+}
+
+/// Publishes `slot`'s asynchronous connection counts (its listener, about once a second).
+pub fn set_async_counts(slot: c_int, a: AsyncCounts) {
+    let p = process_ptr(slot);
+    // SAFETY: p points into the live scoreboard; a child's listener is the only writer of
+    // these fields of its own slot.
+    unsafe {
+        ptr::write_volatile(addr_of_mut!((*p).connections), a.connections);
+        ptr::write_volatile(addr_of_mut!((*p).write_completion), a.write_completion);
+        ptr::write_volatile(addr_of_mut!((*p).keep_alive), a.keep_alive);
+        ptr::write_volatile(addr_of_mut!((*p).lingering_close), a.lingering_close);
+        ptr::write_volatile(addr_of_mut!((*p).suspended), a.suspended);
+        ptr::write_volatile(addr_of_mut!((*p).wait_io), a.wait_io);
+        ptr::write_volatile(addr_of_mut!((*p).not_accepting), a.not_accepting as _);
+    }
 }
 
 /// The status of thread `thread` of `slot`.

@@ -66,7 +66,15 @@ pub fn check_config(token: SingleThreaded) -> c_int {
     };
     let mut s = settings::get();
     for a in settings::clamp(&mut s, &mut first) {
-        if startup {
+        if a.at_start == 0 {
+            // rworker's own adjustment: one line, with its RW number.
+            crate::mpm_log!(
+                level::WARNING | if startup { level::STARTUP } else { 0 },
+                0,
+                "RW00030: {}",
+                a.text
+            );
+        } else if startup {
             crate::mpm_log!(
                 level::WARNING | level::STARTUP,
                 0,

@@ -11,7 +11,7 @@ use crate::ffi::directive::DirectiveCall;
 use crate::ffi::httpd::SingleThreaded;
 use crate::ffi::log::level;
 use crate::ffi::{fdqueue, panic};
-use crate::mpm::settings::{self, QueueKind, Settings};
+use crate::mpm::settings::{self, KeepAliveMode, QueueKind, Settings};
 
 /// One directive's parsed value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub enum Directive {
     ThreadLimit(c_int),
     /// RWorkerQueue.
     Queue(QueueKind),
+    /// RWorkerKeepAlive.
+    KeepAlive(KeepAliveMode),
 }
 
 impl Directive {
@@ -46,6 +48,7 @@ impl Directive {
             Directive::ServerLimit(v) => s.server_limit = v,
             Directive::ThreadLimit(v) => s.thread_limit = v,
             Directive::Queue(q) => s.queue = q,
+            Directive::KeepAlive(k) => s.keep_alive = k,
         }
     }
 }
@@ -104,6 +107,17 @@ pub fn parse(
             }
             _ => return Err(format!("RWorkerQueue takes 'atomic' or 'apr', not '{arg}'")),
         }),
+        "rworkerkeepalive" => {
+            Directive::KeepAlive(match arg.trim().to_ascii_lowercase().as_str() {
+                "thread" => KeepAliveMode::Thread,
+                "park" => KeepAliveMode::Park,
+                _ => {
+                    return Err(format!(
+                        "RWorkerKeepAlive takes 'park' or 'thread', not '{arg}'"
+                    ))
+                }
+            })
+        }
         _ => {
             return Err(format!(
                 "rworker: the C shim's table names a directive it does not handle: {name}"
@@ -225,6 +239,22 @@ mod tests {
         assert_eq!(
             err("RWorkerQueue", "mutex"),
             "RWorkerQueue takes 'atomic' or 'apr', not 'mutex'"
+        );
+    }
+
+    #[test]
+    fn keep_alive_modes() {
+        assert_eq!(
+            ok("RWorkerKeepAlive", "Park"),
+            Directive::KeepAlive(KeepAliveMode::Park)
+        );
+        assert_eq!(
+            ok("RWorkerKeepAlive", "thread "),
+            Directive::KeepAlive(KeepAliveMode::Thread)
+        );
+        assert_eq!(
+            err("RWorkerKeepAlive", "event"),
+            "RWorkerKeepAlive takes 'park' or 'thread', not 'event'"
         );
     }
 

@@ -11,10 +11,24 @@
 
 use rworker_queue::{FdQueue, PopError, PushError, QueueInfo};
 
+use crate::ffi::async_conn::AsyncConn;
 use crate::ffi::fdqueue::{AprQueue, Popped};
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::mpm::conn::Conn;
 use crate::mpm::settings::QueueKind;
+
+/// What the listener hands a worker.
+#[derive(Debug)]
+pub enum Job {
+    /// A connection just accepted.
+    New(Conn),
+    /// A parked connection (`RWorkerKeepAlive park`) whose socket is ready: run its
+    /// protocol again.
+    Resume(AsyncConn),
+    /// A parked connection to close with lingering (timeout expired, the child stops),
+    /// on a worker so that the pre_close hooks (h2 GOAWAY, TLS close_notify) run there.
+    Close(AsyncConn),
+}
 
 /// One child's hand-off (see the module doc).
 // One value per child, created once and never moved: the padded atomic variant's size
@@ -24,7 +38,7 @@ pub enum Handoff {
     /// rworker-queue: atomics, futex parking only when a thread must sleep.
     Atomic {
         /// Accepted connections, listener → workers (capacity ThreadsPerChild).
-        fdq: FdQueue<Conn>,
+        fdq: FdQueue<Job>,
         /// Idle-worker count and the recycled-pool stack (ThreadsPerChild + 1 pools).
         qi: QueueInfo<Pool>,
     },
@@ -34,8 +48,8 @@ pub enum Handoff {
 
 /// What a worker's [`Handoff::pop`] gave.
 pub enum Next {
-    /// A connection to serve.
-    Conn(Conn),
+    /// Work to do.
+    Job(Job),
     /// Woken without one (an immediate stop interrupts every waiter): look again.
     Interrupted,
     /// The queue was terminated and drained: the worker exits.
@@ -80,15 +94,35 @@ impl Handoff {
         }
     }
 
-    /// Listener: hands an accepted connection to the workers; gives it back on failure.
-    pub fn push(&self, conn: Conn) -> Result<(), Conn> {
-        match self {
-            Handoff::Atomic { fdq, .. } => fdq.push(conn).map_err(|e| match e {
-                PushError::Full(c) | PushError::Terminated(c) => c,
+    /// Listener: hands work to the workers; gives it back on failure. httpd's kind
+    /// carries only new connections (parking needs rworker's own queue).
+    pub fn push(&self, job: Job) -> Result<(), Job> {
+        match (self, job) {
+            (Handoff::Atomic { fdq, .. }, job) => fdq.push(job).map_err(|e| match e {
+                PushError::Full(j) | PushError::Terminated(j) => j,
             }),
-            Handoff::Apr(q) => q
+            (Handoff::Apr(q), Job::New(conn)) => q
                 .push(conn.sock, conn.ptrans)
-                .map_err(|(sock, ptrans)| Conn { sock, ptrans }),
+                .map_err(|(sock, ptrans)| Job::New(Conn { sock, ptrans })),
+            (Handoff::Apr(_), job) => Err(job),
+        }
+    }
+
+    /// Listener: a pool that a closed connection left, cleared, back to the recycled
+    /// stack (destroyed when the stack is full or closed).
+    pub fn recycle(&self, mut pool: Pool) {
+        pool.clear();
+        match self {
+            Handoff::Atomic { qi, .. } => drop(qi.push_pool(pool)),
+            Handoff::Apr(_) => drop(pool),
+        }
+    }
+
+    /// Listener: reserves an idle worker if one is idle now, without blocking.
+    pub fn try_get_idler(&self) -> bool {
+        match self {
+            Handoff::Atomic { qi, .. } => qi.try_get_idler(),
+            Handoff::Apr(_) => false,
         }
     }
 
@@ -106,12 +140,12 @@ impl Handoff {
     pub fn pop(&self) -> Next {
         match self {
             Handoff::Atomic { fdq, .. } => match fdq.pop() {
-                Ok(c) => Next::Conn(c),
+                Ok(j) => Next::Job(j),
                 Err(PopError::Terminated) => Next::Terminated,
                 Err(PopError::Interrupted) | Err(PopError::Empty) => Next::Interrupted,
             },
             Handoff::Apr(q) => match q.pop() {
-                Popped::Connection(sock, ptrans) => Next::Conn(Conn { sock, ptrans }),
+                Popped::Connection(sock, ptrans) => Next::Job(Job::New(Conn { sock, ptrans })),
                 Popped::Interrupted => Next::Interrupted,
                 Popped::Terminated => Next::Terminated,
             },

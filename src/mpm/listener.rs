@@ -10,14 +10,15 @@ use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::ffi::{panic, scoreboard, signal};
 use crate::mpm::conn::Conn;
+use crate::mpm::handoff::Job;
 use crate::mpm::runtime::{ChildRuntime, StopMode, LISTENER_SIGNAL};
 use crate::mpm::status::Counter;
 
 /// What the listener thread owns: this bucket's listening sockets, the accept mutex
 /// when the bucket has several, and where transaction pools come from.
 pub struct Listener {
-    sockets: Vec<ListenSocket>,
-    accept_mutex: Option<AcceptMutex>,
+    pub(crate) sockets: Vec<ListenSocket>,
+    pub(crate) accept_mutex: Option<AcceptMutex>,
     pconf: ConfigPool,
 }
 
@@ -39,7 +40,7 @@ impl Listener {
     /// A transaction pool for the next accept: recycled from a worker if one is waiting,
     /// else a new one (with its own allocator capped at MaxMemFree); and which of the two
     /// it was, counted once a connection is accepted into it.
-    fn ptrans(&self, rt: &ChildRuntime, max_mem_free: usize) -> Option<(Pool, Counter)> {
+    pub(crate) fn ptrans(&self, rt: &ChildRuntime, max_mem_free: usize) -> Option<(Pool, Counter)> {
         if let Some(p) = rt.handoff.pop_pool() {
             return Some((p, Counter::PoolsReused));
         }
@@ -151,14 +152,17 @@ impl Listener {
             // request, say) before this thread runs again.
             rt.counters.add(Counter::Connections, 1);
             rt.counters.add(Counter::Handoffs, 1);
-            match rt.handoff.push(Conn { sock, ptrans: pool }) {
+            match rt.handoff.push(Job::New(Conn { sock, ptrans: pool })) {
                 Ok(()) => {
                     have_idle_worker = false;
                     wakes_counted = publish_wakes(rt, wakes_counted);
                     connections_left = connections_left.saturating_sub(1);
                 }
-                Err(c) => {
+                Err(job) => {
                     rt.counters.remove(Counter::Handoffs, 1);
+                    let Job::New(c) = job else {
+                        unreachable!("the listener pushed a new connection")
+                    };
                     crate::mpm_log!(level::CRIT, 0, "AH03138: ap_queue_push_socket failed");
                     ptrans = Some((c.drop_unserved(), Counter::PoolsReused));
                 }
@@ -183,7 +187,7 @@ impl Listener {
 
 /// Adds the futex wakes the hand-off made since `counted` to the counters; returns the
 /// new total.
-fn publish_wakes(rt: &ChildRuntime, counted: u64) -> u64 {
+pub(crate) fn publish_wakes(rt: &ChildRuntime, counted: u64) -> u64 {
     let now = rt.handoff.futex_wakes();
     rt.counters
         .add(Counter::FutexWakes, now.saturating_sub(counted));

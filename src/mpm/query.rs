@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 
 use crate::ffi::httpd;
 use crate::ffi::retained::Retained;
-use crate::mpm::settings;
+use crate::mpm::settings::{self, KeepAliveMode};
 use crate::sys;
 
 /// The answer to query `code`, or `None` for a query this MPM does not implement.
@@ -27,6 +27,10 @@ pub fn answer(code: c_int) -> Option<c_int> {
         sys::AP_MPMQ_MAX_DAEMONS => s.daemons_limit,
         sys::AP_MPMQ_MPM_STATE => r.map_or(sys::AP_MPMQ_STARTING as c_int, |r| r.mpm_state()),
         sys::AP_MPMQ_GENERATION => r.map_or(0, |r| r.my_generation()),
+        // Parking makes the core hand a connection back between requests.
+        sys::AP_MPMQ_IS_ASYNC | sys::AP_MPMQ_CAN_WAITIO => {
+            (s.keep_alive == KeepAliveMode::Park) as c_int
+        }
         _ => return None,
     })
 }

@@ -42,6 +42,16 @@ pub enum QueueKind {
     Apr,
 }
 
+/// What holds a connection between its requests (`RWorkerKeepAlive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeepAliveMode {
+    /// Its worker thread, waiting in a blocking read (the stock worker MPM's way).
+    Thread,
+    /// Nobody: the listener parks it in its poll set until the client speaks, and lingering
+    /// closes wait there too (event's scale, without event's kill-all under load).
+    Park,
+}
+
 /// The MPM's tunables for one configuration generation, in httpd's units (processes,
 /// threads). Field names follow worker.c's variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +74,8 @@ pub struct Settings {
     pub daemons_limit: c_int,
     /// RWorkerQueue: the hand-off implementation.
     pub queue: QueueKind,
+    /// RWorkerKeepAlive: what holds a connection between requests.
+    pub keep_alive: KeepAliveMode,
     /// `-X` / `-DONE_PROCESS` / `-DDEBUG`: serve from the parent, no fork.
     pub one_process: bool,
     /// `-DFOREGROUND` (or DEBUG): do not detach.
@@ -84,6 +96,7 @@ impl Settings {
         thread_limit: DEFAULT_THREAD_LIMIT,
         daemons_limit: DEFAULT_SERVER_LIMIT,
         queue: QueueKind::Atomic,
+        keep_alive: KeepAliveMode::Thread,
         one_process: false,
         foreground: false,
         no_detach: false,
@@ -250,6 +263,10 @@ pub fn clamp(s: &mut Settings, first: &mut FirstLimits) -> Vec<Adjustment> {
     if s.min_spare_threads < 1 {
         out.push(Adjustment::new((322, 323), format!("MinSpareThreads of {} not allowed, increasing to 1 to avoid almost certain server failure. Please read the documentation.", s.min_spare_threads)));
         s.min_spare_threads = 1;
+    }
+    if s.keep_alive == KeepAliveMode::Park && s.queue == QueueKind::Apr {
+        out.push(Adjustment::new((0, 0), "RWorkerKeepAlive park needs RWorkerQueue atomic (httpd's fdqueue cannot carry a parked connection); using RWorkerKeepAlive thread".into()));
+        s.keep_alive = KeepAliveMode::Thread;
     }
     // MaxSpareThreads is raised to a workable value by `fit_buckets` (it depends on the
     // number of listener buckets, known only after open_logs).

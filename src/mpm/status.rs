@@ -18,6 +18,9 @@ use crate::ffi::scoreboard;
 use crate::ffi::shm::{Row, SharedRows};
 use crate::ffi::status::{Flags, Output};
 
+/// Counters per row that the MPM uses (the shared row has room for more).
+pub const COUNTERS: usize = 7;
+
 /// What a row counts (the index of each counter in it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(usize)]
@@ -34,6 +37,8 @@ pub enum Counter {
     PoolsCreated = 4,
     /// Idle workers as queue_info counts them (a gauge, not a total).
     IdleWorkers = 5,
+    /// Connections parked in the listener (a gauge; `RWorkerKeepAlive park`).
+    Parked = 6,
 }
 
 /// Maps the rows if this process has none yet (the parent, before it forks).
@@ -48,7 +53,7 @@ pub fn ensure_rows(token: SingleThreaded, r: Retained, slots: c_int) {
 /// One child's counters: its own (for its exit line) and its slot's shared row.
 #[derive(Debug)]
 pub struct ChildCounters {
-    own: [AtomicU64; 6],
+    own: [AtomicU64; COUNTERS],
     row: Option<&'static Row>,
 }
 
@@ -102,21 +107,22 @@ impl ChildCounters {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Totals {
     /// Sums of every row's counters (gauges: of the rows of live children only).
-    pub sums: [u64; 6],
+    pub sums: [u64; COUNTERS],
     /// Live children that have a row.
     pub children: u64,
     /// Per live child: (slot, its row).
-    pub per_child: Vec<(usize, [u64; 6])>,
+    pub per_child: Vec<(usize, [u64; COUNTERS])>,
 }
 
 /// Adds up `rows`: totals over every row, gauges and per-child detail over the rows
 /// whose slot `live` says holds a running child.
-pub fn total(rows: &[[u64; 6]], live: impl Fn(usize) -> bool) -> Totals {
+pub fn total(rows: &[[u64; COUNTERS]], live: impl Fn(usize) -> bool) -> Totals {
     let mut t = Totals::default();
     for (slot, row) in rows.iter().enumerate() {
         let alive = live(slot);
         for (i, v) in row.iter().enumerate() {
-            if i != Counter::IdleWorkers as usize || alive {
+            let gauge = i == Counter::IdleWorkers as usize || i == Counter::Parked as usize;
+            if !gauge || alive {
                 t.sums[i] += v;
             }
         }
@@ -141,13 +147,14 @@ fn per_handoff(t: &Totals) -> String {
 
 /// The `?auto` lines (`Key: value`, keys without spaces).
 pub fn auto_lines(t: &Totals, extended: bool) -> String {
-    const NAMES: [&str; 6] = [
+    const NAMES: [&str; COUNTERS] = [
         "Connections",
         "Handoffs",
         "FutexWakes",
         "PoolsReused",
         "PoolsCreated",
         "IdleWorkers",
+        "Parked",
     ];
     let mut s = String::new();
     for (name, v) in NAMES.iter().zip(t.sums) {
@@ -173,7 +180,7 @@ pub fn html(t: &Totals) -> String {
          <dt>Connections accepted: {}, handed to workers: {}</dt>\n\
          <dt>Futex wakes: {} ({} per hand-off)</dt>\n\
          <dt>Transaction pools reused: {}, created: {}</dt>\n\
-         <dt>Idle workers: {} in {} children</dt>\n</dl>\n",
+         <dt>Idle workers: {} in {} children; connections parked in listeners: {}</dt>\n</dl>\n",
         c(Counter::Connections),
         c(Counter::Handoffs),
         c(Counter::FutexWakes),
@@ -181,7 +188,8 @@ pub fn html(t: &Totals) -> String {
         c(Counter::PoolsReused),
         c(Counter::PoolsCreated),
         c(Counter::IdleWorkers),
-        t.children
+        t.children,
+        c(Counter::Parked)
     )
 }
 
@@ -190,7 +198,7 @@ pub fn render(out: &mut Output, flags: Flags) {
     let Some(rows) = Retained::lookup().and_then(|r| r.shared_rows()) else {
         return;
     };
-    let snapshot: Vec<[u64; 6]> = (0..rows.slots())
+    let snapshot: Vec<[u64; COUNTERS]> = (0..rows.slots())
         .map(|i| {
             let row = rows.row(i);
             // Relaxed: statistics (module doc).
@@ -215,12 +223,12 @@ mod tests {
     #[test]
     fn totals_count_every_row_and_gauges_of_live_children_only() {
         let rows = [
-            [10, 10, 9, 7, 3, 4],
-            [5, 5, 6, 5, 0, 2],
-            [100, 100, 80, 99, 1, 25],
+            [10, 10, 9, 7, 3, 4, 1],
+            [5, 5, 6, 5, 0, 2, 0],
+            [100, 100, 80, 99, 1, 25, 9],
         ];
         let t = total(&rows, |slot| slot != 2);
-        assert_eq!(t.sums, [115, 115, 95, 111, 4, 6]);
+        assert_eq!(t.sums, [115, 115, 95, 111, 4, 6, 1]);
         assert_eq!(t.children, 2);
         assert_eq!(
             t.per_child.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
@@ -230,7 +238,7 @@ mod tests {
 
     #[test]
     fn auto_lines_have_keys_without_spaces_and_the_ratio() {
-        let t = total(&[[4, 4, 3, 2, 2, 1], [0, 0, 0, 0, 0, 0]], |_| true);
+        let t = total(&[[4, 4, 3, 2, 2, 1, 0], [0; COUNTERS]], |_| true);
         let text = auto_lines(&t, true);
         for line in text.lines() {
             let (k, v) = line.split_once(": ").expect("Key: value");

@@ -1,14 +1,23 @@
-//! Worker threads (worker.c `worker_thread`, `process_socket`): announce idleness,
-//! recycling the last connection's pool; pop a connection from the fdqueue; serve it
-//! (`conn`); clear its pool; again.
+//! Worker threads (worker.c `worker_thread`, `process_socket`; event.c's for parked
+//! connections): announce idleness, recycling the last connection's pool; pop a job from
+//! the fdqueue; serve it; again.
+//!
+//! With `RWorkerKeepAlive thread` a worker serves a connection from accept to close
+//! (`conn`). With `park` it serves one request at a time: the connection's protocol runs,
+//! the worker flushes the response (write completion stays on the worker, bounded by
+//! Timeout), then hands the connection to the listener to wait for the next request or
+//! for the client's FIN (`inbox`), and goes idle.
 
 use std::os::raw::{c_int, c_long};
 use std::sync::OnceLock;
 
+use crate::ffi::async_conn::{AsyncConn, Flush, Next as Step};
+use crate::ffi::pool::Pool;
 use crate::ffi::scoreboard::{self, status};
 use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
-use crate::mpm::handoff::Next;
+use crate::mpm::handoff::{Job, Next};
+use crate::mpm::inbox::{Park, ParkState, Parking};
 use crate::mpm::runtime::{ChildRuntime, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
 
@@ -35,7 +44,13 @@ pub fn run(rt: &'static ChildRuntime, t: usize, thd: CurrentThread) {
         rt.generation,
     );
     signal::unblock_for_this_thread(WORKER_SIGNAL);
-    let conn_id = (rt.slot * rt.thread_limit + tn) as c_long;
+    let w = Worker {
+        rt,
+        t,
+        tn,
+        id: (rt.slot * rt.thread_limit + tn) as c_long,
+        thd,
+    };
 
     let mut last_ptrans = None;
     let mut is_idle = false;
@@ -45,23 +60,24 @@ pub fn run(rt: &'static ChildRuntime, t: usize, thd: CurrentThread) {
             // listener finds it for the connection it accepts for us.
             rt.handoff.set_idle(last_ptrans.take());
             rt.counters.set(Counter::IdleWorkers, rt.handoff.idlers());
+            if let Some(p) = &rt.parking {
+                p.worker_idle();
+            }
             is_idle = true;
         }
         scoreboard::set_thread_status(rt.slot, tn, status::READY);
         match rt.handoff.pop() {
-            Next::Conn(conn) => {
+            Next::Job(job) => {
                 is_idle = false;
                 if rt.shutdown.workers_must_exit() {
                     // Immediate stop: drop the connection unserved.
-                    last_ptrans = Some(conn.drop_unserved());
+                    last_ptrans = w.drop_unserved(job);
                     break;
                 }
                 if injected_panic_due() {
                     panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
                 }
-                last_ptrans = Some(conn.serve(&thd, rt.slot, tn, conn_id, |fd| {
-                    rt.threads.set_worker_fd(t, fd)
-                }));
+                last_ptrans = w.serve(job);
             }
             Next::Terminated => break,
             Next::Interrupted => continue,
@@ -75,4 +91,163 @@ pub fn run(rt: &'static ChildRuntime, t: usize, thd: CurrentThread) {
     );
     drop(last_ptrans);
     rt.threads.worker_exiting();
+}
+
+/// One worker's identity while it serves.
+struct Worker {
+    rt: &'static ChildRuntime,
+    t: usize,
+    tn: c_int,
+    id: c_long,
+    thd: CurrentThread,
+}
+
+impl Worker {
+    /// Serves a job; the pool to recycle, when the connection ended here.
+    fn serve(&self, job: Job) -> Option<Pool> {
+        let rt = self.rt;
+        let publish_fd = |fd| rt.threads.set_worker_fd(self.t, fd);
+        match (job, &rt.parking) {
+            (Job::New(conn), None) => {
+                Some(conn.serve(&self.thd, rt.slot, self.tn, self.id, publish_fd))
+            }
+            (Job::New(conn), Some(parking)) => {
+                match AsyncConn::create(
+                    &self.thd,
+                    conn.sock,
+                    conn.ptrans,
+                    rt.slot,
+                    self.tn,
+                    self.id,
+                ) {
+                    Ok(c) => self.run_async(c, parking),
+                    Err(mut pool) => {
+                        parking.closed();
+                        pool.clear();
+                        Some(pool)
+                    }
+                }
+            }
+            (Job::Resume(mut c), Some(parking)) => {
+                c.resume(&self.thd, rt.slot, self.tn, self.id);
+                self.run_async(c, parking)
+            }
+            (Job::Close(mut c), Some(parking)) => {
+                c.resume(&self.thd, rt.slot, self.tn, self.id);
+                self.linger(c, parking)
+            }
+            // Parked connections exist only with parking.
+            (Job::Resume(c) | Job::Close(c), None) => Some(cleared(c.lingering_close_here())),
+        }
+    }
+
+    /// Runs a parked-mode connection until it parks, is suspended, or closes.
+    fn run_async(&self, mut c: AsyncConn, parking: &Parking) -> Option<Pool> {
+        let rt = self.rt;
+        rt.threads.set_worker_fd(self.t, c.fd());
+        if c.is_lingering() {
+            return self.linger(c, parking);
+        }
+        loop {
+            match c.process() {
+                Step::WriteCompletion => {
+                    c.set_status(status::BUSY_WRITE);
+                    if !self.write_completion(&mut c) || !c.keeps_alive() {
+                        return self.linger(c, parking);
+                    }
+                    if c.input_pending() {
+                        continue; // a pipelined request: serve it now
+                    }
+                    if rt.shutdown.is_stopping() {
+                        return self.linger(c, parking);
+                    }
+                    c.set_status(status::BUSY_KEEPALIVE);
+                    return self.park(c, ParkState::KeepAlive, parking);
+                }
+                Step::WaitIo { read } => {
+                    c.set_status(status::BUSY_READ);
+                    return self.park(c, ParkState::WaitIo { read }, parking);
+                }
+                Step::Suspended => {
+                    // A module owns the connection now and resumes it itself.
+                    rt.threads.set_worker_fd(self.t, -1);
+                    c.suspend();
+                    parking.suspended();
+                    std::mem::forget(c);
+                    return None;
+                }
+                Step::Linger => return self.linger(c, parking),
+            }
+        }
+    }
+
+    /// Flushes the response on this thread (write completion), waiting for the socket up
+    /// to Timeout each time it is full; false when the connection must close.
+    fn write_completion(&self, c: &mut AsyncConn) -> bool {
+        loop {
+            match c.flush() {
+                Flush::Done => return true,
+                Flush::Failed => return false,
+                Flush::Pending { read } => {
+                    if !c.wait_ready(read, c.timeout()) || self.rt.shutdown.workers_must_exit() {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands the connection to the listener; it is gone from this thread once pushed.
+    fn park(&self, mut c: AsyncConn, state: ParkState, parking: &Parking) -> Option<Pool> {
+        self.rt.threads.set_worker_fd(self.t, -1);
+        c.suspend();
+        match parking.park(Park { conn: c, state }) {
+            Ok(()) => None,
+            // The listener is leaving (the child stops): close it here.
+            Err(p) => {
+                let mut c = p.conn;
+                c.resume(&self.thd, self.rt.slot, self.tn, self.id);
+                parking.closed();
+                Some(cleared(c.lingering_close_here()))
+            }
+        }
+    }
+
+    /// Lingering close: begins it here (pre_close hooks, flush, shutdown of our side),
+    /// reads what the client already sent, and parks the connection with the listener to
+    /// wait for the client's FIN without holding this thread.
+    fn linger(&self, mut c: AsyncConn, parking: &Parking) -> Option<Pool> {
+        c.set_status(status::CLOSING);
+        if (c.is_lingering() || c.start_lingering_close()) && !c.drain() {
+            let short = c.short_linger();
+            return self.park(c, ParkState::Linger { short }, parking);
+        }
+        self.rt.threads.set_worker_fd(self.t, -1);
+        parking.closed();
+        Some(cleared(c.close(false)))
+    }
+
+    /// An immediate stop: closes the job's connection unserved.
+    fn drop_unserved(&self, job: Job) -> Option<Pool> {
+        match job {
+            Job::New(conn) => {
+                if let Some(p) = &self.rt.parking {
+                    p.closed();
+                }
+                Some(conn.drop_unserved())
+            }
+            Job::Resume(c) | Job::Close(c) => {
+                if let Some(p) = &self.rt.parking {
+                    p.closed();
+                }
+                Some(cleared(c.close(true)))
+            }
+        }
+    }
+}
+
+/// A pool, cleared for recycling.
+fn cleared(mut p: Pool) -> Pool {
+    p.clear();
+    p
 }

@@ -401,6 +401,10 @@ impl Server {
         line(format!("ErrorLog {t}/logs/error.log"));
         if self.mpm == Mpm::Rworker {
             line(format!("LogLevel warn {}:debug", self.mpm.log_tag()));
+            // RWORKER_TEST_KEEPALIVE=park runs every test with parked connections.
+            if let Ok(mode) = std::env::var("RWORKER_TEST_KEEPALIVE") {
+                line(format!("RWorkerKeepAlive {mode}"));
+            }
         } else {
             line("LogLevel warn".into());
         }

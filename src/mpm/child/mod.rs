@@ -22,9 +22,11 @@ use crate::ffi::retained::Retained;
 use crate::ffi::thread::{self, Spawner};
 use crate::ffi::{panic, process, scoreboard, signal};
 use crate::mpm::handoff::Handoff;
+use crate::mpm::inbox::Parking;
 use crate::mpm::runtime::{
     ChildRuntime, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
 };
+use crate::mpm::settings::KeepAliveMode;
 use crate::mpm::status::{ChildCounters, Counter};
 use crate::mpm::{listen, listener, settings};
 use crate::sys;
@@ -186,12 +188,17 @@ fn build_runtime(
         httpd::thread_stack_size(),
     )?;
     let handoff = Handoff::new(st.queue, tpc, pconf)?;
+    let parking = match st.keep_alive {
+        KeepAliveMode::Park => Some(Parking::new(tpc)?),
+        KeepAliveMode::Thread => None,
+    };
     let generation = Retained::lookup().map_or(0, |r| r.my_generation());
     Ok(Box::leak(Box::new(ChildRuntime {
         slot,
         generation,
         thread_limit: st.thread_limit,
         handoff,
+        parking,
         shutdown: Shutdown::default(),
         threads: Threads::new(tpc),
         spawner,

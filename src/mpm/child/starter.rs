@@ -10,7 +10,7 @@ use crate::ffi::log::level;
 use crate::ffi::scoreboard::{self, status};
 use crate::ffi::thread;
 use crate::mpm::runtime::{ChildRuntime, StopMode};
-use crate::mpm::{listener, worker};
+use crate::mpm::{listener, parking, worker};
 
 /// Runs the starter: returns once every worker exists, a stop was requested, or a thread
 /// could not be created (then the child retires, sick). `listener` is what the listener
@@ -54,7 +54,11 @@ pub fn run(rt: &'static ChildRuntime, listener: listener::Listener) {
             }
             created += 1;
             if let Some(l) = listener.take() {
-                match rt.spawner.spawn(move |_| l.run(rt)) {
+                let run = move |_| match rt.parking {
+                    Some(_) => parking::run(l, rt),
+                    None => l.run(rt),
+                };
+                match rt.spawner.spawn(run) {
                     Ok(h) => rt.threads.set_listener(h),
                     Err(rv) => {
                         give_up(

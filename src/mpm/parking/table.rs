@@ -15,6 +15,11 @@ impl Key {
         (self.generation as u64) << 32 | self.index as u64
     }
 
+    /// The slot index (stable while the value is stored).
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
     /// Rebuilds a key from [`Key::to_u64`].
     pub fn from_u64(v: u64) -> Key {
         Key {
@@ -81,11 +86,6 @@ impl<T> Table<T> {
         slot.1.take()
     }
 
-    /// Number of values stored.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -120,7 +120,6 @@ mod tests {
         assert_eq!(t.remove(a), None);
         assert_eq!(t.get_mut(b).copied(), Some("b"));
         assert_eq!(Key::from_u64(b.to_u64()), b);
-        assert_eq!(t.len(), 1);
         assert_eq!(t.keys(), vec![b]);
     }
 }

@@ -1,62 +1,138 @@
 //! Timeout lists for parked connections: one FIFO per distinct timeout value (the
 //! KeepAliveTimeout of each vhost, Timeout, the 2 s and 30 s lingering bounds). Entries of
 //! one list are appended in time order with the same timeout, so each list stays sorted
-//! by deadline and expiry is O(expired): pop from the front while due. Removing a
-//! connection early (it became readable) is lazy: its entry stays until it reaches the
-//! front, where the caller sees a stale or re-parked key (a different `stamp`) and skips it.
+//! by deadline and expiry is O(expired): unlink from the front while due. The lists are
+//! intrusive and doubly linked through nodes indexed by the parked connection's table
+//! slot, so a connection that becomes readable leaves its list in O(1) and nothing is
+//! kept for it afterwards.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// One deadline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry<K> {
-    /// Whose deadline.
-    pub key: K,
-    /// Which parking of it (a connection parked again gets a new stamp).
-    pub stamp: u64,
-    /// When it expires.
-    pub deadline: Instant,
+const NONE: u32 = u32::MAX;
+
+/// One node: slot `i` of the table is node `i`.
+#[derive(Clone, Copy, Debug)]
+struct Node<K> {
+    key: Option<K>,
+    list: Duration,
+    deadline: Instant,
+    prev: u32,
+    next: u32,
+}
+
+/// A list's ends.
+#[derive(Clone, Copy, Debug)]
+struct Ends {
+    head: u32,
+    tail: u32,
 }
 
 /// The lists (see the module doc).
 #[derive(Debug)]
 pub struct Timeouts<K> {
-    lists: BTreeMap<Duration, VecDeque<Entry<K>>>,
+    nodes: Vec<Node<K>>,
+    lists: BTreeMap<Duration, Ends>,
 }
 
 impl<K: Copy> Default for Timeouts<K> {
     fn default() -> Self {
         Timeouts {
+            nodes: Vec::new(),
             lists: BTreeMap::new(),
         }
     }
 }
 
 impl<K: Copy> Timeouts<K> {
-    /// Adds `key` (parked as `stamp`) to expire `timeout` after `now`.
-    pub fn add(&mut self, key: K, stamp: u64, timeout: Duration, now: Instant) {
-        self.lists.entry(timeout).or_default().push_back(Entry {
-            key,
-            stamp,
-            deadline: now + timeout,
+    /// Adds slot `slot` (whose connection is `key`) to expire `timeout` after `now`; a
+    /// slot already listed is moved.
+    pub fn add(&mut self, slot: u32, key: K, timeout: Duration, now: Instant) {
+        self.remove(slot);
+        let i = slot as usize;
+        if self.nodes.len() <= i {
+            self.nodes.resize(
+                i + 1,
+                Node {
+                    key: None,
+                    list: Duration::ZERO,
+                    deadline: now,
+                    prev: NONE,
+                    next: NONE,
+                },
+            );
+        }
+        let ends = self.lists.entry(timeout).or_insert(Ends {
+            head: NONE,
+            tail: NONE,
         });
+        let prev = ends.tail;
+        if prev == NONE {
+            ends.head = slot;
+        } else {
+            self.nodes[prev as usize].next = slot;
+        }
+        ends.tail = slot;
+        self.nodes[i] = Node {
+            key: Some(key),
+            list: timeout,
+            deadline: now + timeout,
+            prev,
+            next: NONE,
+        };
     }
 
-    /// The earliest deadline, if any (stale entries included: waking for one is harmless).
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.lists.values().filter_map(|q| q.front()).map(|e| e.deadline).min()
-    }
-
-    /// Takes every entry due at `now`, in deadline order per list.
-    pub fn expire(&mut self, now: Instant) -> Vec<Entry<K>> {
-        let mut out = Vec::new();
-        for q in self.lists.values_mut() {
-            while q.front().is_some_and(|e| e.deadline <= now) {
-                out.extend(q.pop_front());
+    /// Takes slot `slot` off its list, if it is on one.
+    pub fn remove(&mut self, slot: u32) {
+        let Some(n) = self.nodes.get(slot as usize).copied() else {
+            return;
+        };
+        if n.key.is_none() {
+            return;
+        }
+        if n.prev != NONE {
+            self.nodes[n.prev as usize].next = n.next;
+        }
+        if n.next != NONE {
+            self.nodes[n.next as usize].prev = n.prev;
+        }
+        if let Some(ends) = self.lists.get_mut(&n.list) {
+            if ends.head == slot {
+                ends.head = n.next;
+            }
+            if ends.tail == slot {
+                ends.tail = n.prev;
+            }
+            if ends.head == NONE {
+                self.lists.remove(&n.list);
             }
         }
-        self.lists.retain(|_, q| !q.is_empty());
+        self.nodes[slot as usize].key = None;
+    }
+
+    /// The earliest deadline, if any.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.lists
+            .values()
+            .map(|e| self.nodes[e.head as usize].deadline)
+            .min()
+    }
+
+    /// Takes every entry due at `now` off its list; their keys, in deadline order per list.
+    pub fn expire(&mut self, now: Instant) -> Vec<K> {
+        let mut out = Vec::new();
+        let heads: Vec<u32> = self.lists.values().map(|e| e.head).collect();
+        for mut slot in heads {
+            while slot != NONE {
+                let n = self.nodes[slot as usize];
+                if n.deadline > now {
+                    break;
+                }
+                self.remove(slot);
+                out.extend(n.key);
+                slot = n.next;
+            }
+        }
         out
     }
 
@@ -78,28 +154,71 @@ impl<K: Copy> Timeouts<K> {
 mod tests {
     use super::*;
 
+    fn listed<K>(t: &Timeouts<K>) -> usize {
+        t.nodes.iter().filter(|n| n.key.is_some()).count()
+    }
+
     #[test]
     fn expires_in_order_per_list_and_never_early() {
         let t0 = Instant::now();
         let mut t = Timeouts::default();
-        t.add(1, 0, Duration::from_secs(5), t0);
-        t.add(2, 0, Duration::from_secs(2), t0);
-        t.add(3, 0, Duration::from_secs(5), t0 + Duration::from_millis(10));
+        t.add(0, 'a', Duration::from_secs(5), t0);
+        t.add(1, 'b', Duration::from_secs(2), t0);
+        t.add(
+            2,
+            'c',
+            Duration::from_secs(5),
+            t0 + Duration::from_millis(10),
+        );
         assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(2)));
         assert!(t.expire(t0 + Duration::from_millis(1999)).is_empty());
-        let due: Vec<u32> = t.expire(t0 + Duration::from_secs(2)).iter().map(|e| e.key).collect();
-        assert_eq!(due, vec![2]);
-        let due: Vec<u32> = t.expire(t0 + Duration::from_secs(6)).iter().map(|e| e.key).collect();
-        assert_eq!(due, vec![1, 3]);
+        assert_eq!(t.expire(t0 + Duration::from_secs(2)), vec!['b']);
+        assert_eq!(t.expire(t0 + Duration::from_secs(6)), vec!['a', 'c']);
         assert_eq!(t.next_deadline(), None);
         assert_eq!(t.poll_timeout_ms(t0), -1);
+    }
+
+    #[test]
+    fn removal_is_immediate_and_keeps_the_lists_linked() {
+        let t0 = Instant::now();
+        let mut t = Timeouts::default();
+        for slot in 0..5 {
+            t.add(
+                slot,
+                slot,
+                Duration::from_secs(1),
+                t0 + Duration::from_millis(slot as u64),
+            );
+        }
+        t.remove(0); // head
+        t.remove(2); // middle
+        t.remove(4); // tail
+        t.remove(4); // twice: nothing
+        assert_eq!(listed(&t), 2);
+        // Re-adding moves a slot to the back of its (new) list.
+        t.add(1, 1, Duration::from_secs(1), t0 + Duration::from_millis(10));
+        assert_eq!(t.expire(t0 + Duration::from_secs(2)), vec![3, 1]);
+        assert_eq!(listed(&t), 0);
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn many_parks_and_resumes_keep_nothing() {
+        let t0 = Instant::now();
+        let mut t = Timeouts::default();
+        for round in 0..10_000u32 {
+            t.add(round % 3, round, Duration::from_secs(5), t0);
+            t.remove(round % 3);
+        }
+        assert_eq!(listed(&t), 0);
+        assert!(t.lists.is_empty());
     }
 
     #[test]
     fn poll_timeout_rounds_up() {
         let t0 = Instant::now();
         let mut t = Timeouts::default();
-        t.add(1, 0, Duration::from_micros(1500), t0);
+        t.add(0, 1, Duration::from_micros(1500), t0);
         assert_eq!(t.poll_timeout_ms(t0), 2);
         assert_eq!(t.poll_timeout_ms(t0 + Duration::from_micros(1499)), 1);
         assert_eq!(t.poll_timeout_ms(t0 + Duration::from_secs(1)), 0);

@@ -20,6 +20,7 @@ use crate::ffi::signal;
 use crate::ffi::socket;
 use crate::ffi::thread::Spawner;
 use crate::mpm::handoff::Handoff;
+use crate::mpm::inbox::Parking;
 use crate::mpm::status::ChildCounters;
 use crate::sys;
 
@@ -34,6 +35,8 @@ pub struct ChildRuntime {
     /// Listener → worker hand-off: fdqueue (capacity ThreadsPerChild) and queue_info
     /// (idle workers, recycled ptrans), as chosen by RWorkerQueue.
     pub handoff: Handoff,
+    /// Worker → listener parking (`RWorkerKeepAlive park`), else None.
+    pub parking: Option<Parking>,
     /// The stop state.
     pub shutdown: Shutdown,
     /// The child's threads.
@@ -56,7 +59,12 @@ impl ChildRuntime {
     /// Wakes the listener wherever it blocks: waiting for an idle worker (queue_info
     /// term), in accept or poll (LISTENER_SIGNAL).
     pub fn wake_listener(&self) {
-        self.handoff.term_idlers();
+        match &self.parking {
+            // A parking listener sleeps in epoll_wait, never waiting for an idler (and it
+            // still needs idlers to finish parked connections during a graceful stop).
+            Some(p) => p.wake.signal(),
+            None => self.handoff.term_idlers(),
+        }
         if let Some(t) = self.threads.listener_os_thread() {
             if !self.shutdown.listener_gone() {
                 // SAFETY: the listener is joinable and the main thread (our caller) joins

@@ -1,0 +1,373 @@
+//! A connection served the asynchronous way (httpd 2.4's contract for MPMs that answer
+//! `AP_MPMQ_IS_ASYNC`): it owns its transaction pool, where the core keeps the
+//! `conn_rec`, its `conn_state_t` and everything the connection's modules allocated, and
+//! lives across requests. Between requests the MPM parks it (keep-alive, waiting for
+//! I/O, lingering close) without a thread; a worker resumes it when its socket is ready.
+//! The value moves between threads (worker → listener → worker); whoever holds it is
+//! the only thread touching the connection.
+
+use std::ffi::c_void;
+use std::os::raw::{c_int, c_long};
+use std::os::unix::io::RawFd;
+use std::ptr::{self, NonNull};
+use std::time::Duration;
+
+use crate::ffi::pool::Pool;
+use crate::ffi::socket::ClientSocket;
+use crate::ffi::thread::CurrentThread;
+use crate::sys;
+
+/// What the connection's process_connection hooks asked for, normalised as event does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Flush what the filters hold, then wait for the next request (keep-alive).
+    WriteCompletion,
+    /// Wait until the socket is readable (`read`) or writable, then run the hooks again.
+    WaitIo { read: bool },
+    /// A module took the connection over (`CONN_STATE_SUSPENDED`).
+    Suspended,
+    /// Close, with lingering.
+    Linger,
+}
+
+/// The outcome of a non-blocking flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// Nothing left in the output filters.
+    Done,
+    /// Data is left: wait until the socket is writable (`read`: readable, for TLS) and
+    /// flush again.
+    Pending { read: bool },
+    /// The write failed: close.
+    Failed,
+}
+
+/// An asynchronous connection (see the module doc).
+#[derive(Debug)]
+pub struct AsyncConn {
+    c: NonNull<sys::conn_rec>,
+    cs: NonNull<sys::conn_state_t>,
+    sbh: *mut sys::ap_sb_handle_t,
+    sock: ClientSocket,
+    ptrans: Pool,
+    /// The lingering close has begun (shutdown of our side done).
+    lingering: bool,
+    /// The socket is registered in the listener's epoll set (a re-park modifies the
+    /// registration instead of adding it).
+    registered: bool,
+}
+
+// SAFETY: the conn_rec and everything it points to live in `ptrans`, which moves with
+// the value (Pool is Send); the value is not Sync or Copy, so one thread at a time
+// touches the connection, and the queues that move it order the hand-offs.
+unsafe impl Send for AsyncConn {}
+
+impl AsyncConn {
+    /// Creates the connection for `sock` in `ptrans` on `thread`, scored in (`slot`,
+    /// `t`), and runs its pre_connection hooks. Err gives the pool back when a
+    /// create_connection hook refused the connection (the core closed the socket).
+    pub fn create(
+        thread: &CurrentThread,
+        sock: ClientSocket,
+        ptrans: Pool,
+        slot: c_int,
+        t: c_int,
+        id: c_long,
+    ) -> Result<AsyncConn, Pool> {
+        let p = ptrans.as_ptr();
+        // SAFETY: ptrans and sock are ours alone (sock was accepted into ptrans); the
+        // core's hooks take them as event's process_socket passes them; cs is zeroed
+        // memory in ptrans, which outlives the conn_rec.
+        unsafe {
+            let mut sbh: *mut sys::ap_sb_handle_t = ptr::null_mut();
+            sys::ap_create_sb_handle(&mut sbh, p, slot, t);
+            let ba = sys::apr_bucket_alloc_create(p);
+            let c = sys::ap_run_create_connection(
+                p,
+                sys::ap_server_conf,
+                sock.as_ptr(),
+                id,
+                sbh as *mut c_void,
+                ba,
+            );
+            let Some(c) = NonNull::new(c) else {
+                return Err(ptrans);
+            };
+            let size = std::mem::size_of::<sys::conn_state_t>();
+            let cs = sys::apr_palloc(p, size as _) as *mut sys::conn_state_t;
+            if !cs.is_null() {
+                ptr::write_bytes(cs as *mut u8, 0, size);
+            }
+            let Some(cs) = NonNull::new(cs) else {
+                return Err(ptrans);
+            };
+            let cp = c.as_ptr();
+            (*cp).current_thread = thread.as_ptr();
+            (*cp).cs = cs.as_ptr();
+            sys::ap_update_vhost_given_ip(cp);
+            let rc = sys::ap_pre_connection(cp, sock.as_ptr() as *mut c_void);
+            if rc != sys::OK as c_int && rc != sys::DONE {
+                (*cp).aborted = 1;
+            }
+            (*cs.as_ptr()).state = sys::conn_state_e_CONN_STATE_PROCESSING;
+            (*cs.as_ptr()).sense = sys::conn_sense_e_CONN_SENSE_DEFAULT;
+            Ok(AsyncConn {
+                c,
+                cs,
+                sbh,
+                sock,
+                ptrans,
+                lingering: false,
+                registered: false,
+            })
+        }
+    }
+
+    fn c(&self) -> *mut sys::conn_rec {
+        self.c.as_ptr()
+    }
+
+    /// Takes the connection back on `thread`, scored in (`slot`, `t`) with id `id`:
+    /// re-targets its scoreboard handle, restores `c->sbh`, runs the resume_connection
+    /// hooks (event's `notify_resume`).
+    pub fn resume(&mut self, thread: &CurrentThread, slot: c_int, t: c_int, id: c_long) {
+        let c = self.c();
+        // SAFETY: the connection is ours (we hold the value); sbh lives in ptrans.
+        unsafe {
+            sys::ap_update_sb_handle(self.sbh, slot, t);
+            (*c).sbh = self.sbh as *mut c_void;
+            sys::ap_run_resume_connection(c, ptr::null_mut());
+            (*c).current_thread = thread.as_ptr();
+            (*c).id = id;
+        }
+    }
+
+    /// Before parking: runs the suspend_connection hooks and clears `c->sbh`, so no
+    /// module touches the scoreboard while no thread serves the connection.
+    pub fn suspend(&mut self) {
+        let c = self.c();
+        // SAFETY: the connection is ours.
+        unsafe {
+            sys::ap_run_suspend_connection(c, ptr::null_mut());
+            (*c).sbh = ptr::null_mut();
+        }
+    }
+
+    /// Runs the connection's protocol once (`ap_run_process_connection`: one request for
+    /// HTTP/1, until idle for h2) and returns what it asked for, normalised: a state the
+    /// MPM does not handle, an error, or an aborted connection all mean lingering close.
+    pub fn process(&mut self) -> Next {
+        let (c, cs) = (self.c(), self.cs.as_ptr());
+        // SAFETY: the connection is ours; cs lives in ptrans.
+        unsafe {
+            if (*c).aborted != 0 {
+                return Next::Linger;
+            }
+            (*cs).state = sys::conn_state_e_CONN_STATE_PROCESSING;
+            let mut rc = sys::ap_run_process_connection(c);
+            if rc == sys::DONE {
+                rc = sys::OK as c_int;
+            }
+            let mut state = (*cs).state;
+            if rc == sys::OK as c_int {
+                if state == sys::conn_state_e_CONN_STATE_PROCESSING {
+                    state = sys::conn_state_e_CONN_STATE_LINGER;
+                } else if state == sys::conn_state_e_CONN_STATE_KEEPALIVE {
+                    state = sys::conn_state_e_CONN_STATE_WRITE_COMPLETION;
+                }
+            }
+            if rc != sys::OK as c_int || (*c).aborted != 0 {
+                return Next::Linger;
+            }
+            match state {
+                sys::conn_state_e_CONN_STATE_WRITE_COMPLETION => Next::WriteCompletion,
+                sys::conn_state_e_CONN_STATE_ASYNC_WAITIO => {
+                    let read = (*cs).sense != sys::conn_sense_e_CONN_SENSE_WANT_WRITE;
+                    (*cs).sense = sys::conn_sense_e_CONN_SENSE_DEFAULT;
+                    Next::WaitIo { read }
+                }
+                sys::conn_state_e_CONN_STATE_SUSPENDED => Next::Suspended,
+                _ => Next::Linger,
+            }
+        }
+    }
+
+    /// Writes what the output filters set aside, without blocking: calls the last
+    /// output filter (the core's) with no data, as event does in write completion.
+    pub fn flush(&mut self) -> Flush {
+        let (c, cs) = (self.c(), self.cs.as_ptr());
+        // SAFETY: the connection is ours; the filter chain is the core's, its last
+        // filter is the core output filter, which accepts a NULL brigade.
+        unsafe {
+            let mut f = (*c).output_filters;
+            if f.is_null() {
+                return Flush::Failed;
+            }
+            while !(*f).next.is_null() {
+                f = (*f).next;
+            }
+            let Some(out) = (*(*f).frec).filter_func.out_func else {
+                return Flush::Failed;
+            };
+            if out(f, ptr::null_mut()) != 0 {
+                return Flush::Failed;
+            }
+            let want_read = (*cs).sense == sys::conn_sense_e_CONN_SENSE_WANT_READ;
+            if (*c).data_in_output_filters != 0 || want_read {
+                (*cs).sense = sys::conn_sense_e_CONN_SENSE_DEFAULT;
+                Flush::Pending { read: want_read }
+            } else {
+                Flush::Done
+            }
+        }
+    }
+
+    /// The client asked to keep the connection open, and it is not aborted.
+    pub fn keeps_alive(&self) -> bool {
+        let c = self.c();
+        // SAFETY: the connection is ours.
+        unsafe { (*c).keepalive == sys::ap_conn_keepalive_e_AP_CONN_KEEPALIVE && (*c).aborted == 0 }
+    }
+
+    /// The input filters hold data already (a pipelined request, TLS records read ahead):
+    /// run the hooks again at once instead of waiting for the socket.
+    pub fn input_pending(&self) -> bool {
+        // SAFETY: the connection is ours.
+        unsafe { (*self.c()).data_in_input_filters != 0 }
+    }
+
+    /// Sets the connection's scoreboard entry to `status` (`ap_update_child_status`).
+    pub fn set_status(&mut self, status: c_int) {
+        // SAFETY: the connection is ours; sbh lives in ptrans.
+        unsafe { sys::ap_update_child_status(self.sbh, status, ptr::null_mut()) };
+    }
+
+    /// The KeepAliveTimeout of the connection's server (the base server of its address).
+    pub fn keep_alive_timeout(&self) -> Duration {
+        // SAFETY: the connection is ours; base_server is the vhost record, live for the
+        // generation.
+        let us = unsafe { (*(*self.c()).base_server).keep_alive_timeout };
+        Duration::from_micros(us.max(0) as u64)
+    }
+
+    /// The Timeout of the connection's server.
+    pub fn timeout(&self) -> Duration {
+        // SAFETY: as for keep_alive_timeout.
+        let us = unsafe { (*(*self.c()).base_server).timeout };
+        Duration::from_micros(us.max(0) as u64)
+    }
+
+    /// The socket's descriptor.
+    pub fn fd(&self) -> RawFd {
+        self.sock.os_fd()
+    }
+
+    /// Whether the socket is registered in the listener's epoll set.
+    pub fn is_registered(&self) -> bool {
+        self.registered
+    }
+
+    /// Records that the socket is registered in the listener's epoll set.
+    pub fn set_registered(&mut self) {
+        self.registered = true;
+    }
+
+    /// Whether the lingering close has begun.
+    pub fn is_lingering(&self) -> bool {
+        self.lingering
+    }
+
+    /// Begins the lingering close (`ap_start_lingering_close`: the pre_close_connection
+    /// hooks — h2's GOAWAY, TLS close_notify —, a flush, shutdown of our side) and makes
+    /// the socket non-blocking for draining. Returns false when the core closed the
+    /// socket already (nothing to linger for).
+    pub fn start_lingering_close(&mut self) -> bool {
+        let c = self.c();
+        self.lingering = true;
+        // SAFETY: the connection is ours; the socket belongs to it.
+        unsafe {
+            sys::apr_socket_timeout_set(self.sock.as_ptr(), 2_000_000);
+            if sys::ap_start_lingering_close(c) != 0 {
+                return false;
+            }
+            sys::apr_socket_timeout_set(self.sock.as_ptr(), 0);
+            sys::apr_socket_opt_set(self.sock.as_ptr(), sys::APR_INCOMPLETE_READ as i32, 0);
+        }
+        true
+    }
+
+    /// A module asked for a short lingering close (`short-lingering-close` note).
+    pub fn short_linger(&self) -> bool {
+        // SAFETY: the connection is ours; notes is its table.
+        unsafe {
+            !sys::apr_table_get((*self.c()).notes, c"short-lingering-close".as_ptr()).is_null()
+        }
+    }
+
+    /// Marks the connection for a short lingering close (expiry, graceful stop).
+    pub fn set_short_linger(&mut self) {
+        // SAFETY: the connection is ours; the strings are 'static literals.
+        unsafe {
+            sys::apr_table_setn(
+                (*self.c()).notes,
+                c"short-lingering-close".as_ptr(),
+                c"1".as_ptr(),
+            )
+        };
+    }
+
+    /// Reads and discards what the client still sends, without blocking: true when the
+    /// client is done (end of stream or an error), false when it would block.
+    pub fn drain(&mut self) -> bool {
+        let mut buf = [0u8; 512];
+        loop {
+            let mut n: sys::apr_size_t = buf.len() as _;
+            // SAFETY: a non-blocking socket of ours (start_lingering_close) and a local
+            // buffer of n bytes.
+            let rv = unsafe {
+                sys::apr_socket_recv(self.sock.as_ptr(), buf.as_mut_ptr() as *mut _, &mut n)
+            };
+            if rv == 0 {
+                continue;
+            }
+            return rv != libc::EAGAIN;
+        }
+    }
+
+    /// Closes the socket and gives back the pool (for clearing and recycling), telling
+    /// modules that the connection resumed first if it is parked (event's pre-cleanup).
+    pub fn close(self, parked: bool) -> Pool {
+        let c = self.c();
+        // SAFETY: the connection is ours; nothing uses it after this (consumed).
+        unsafe {
+            if parked {
+                (*c).sbh = ptr::null_mut();
+                sys::ap_run_resume_connection(c, ptr::null_mut());
+            }
+        }
+        self.sock.close();
+        self.ptrans
+    }
+
+    /// Lingering close the way the core does it on a blocking socket (up to 2 s or 30 s
+    /// on this thread), then gives back the pool: for a stopping child.
+    pub fn lingering_close_here(self) -> Pool {
+        // SAFETY: the connection is ours; ap_lingering_close closes the socket.
+        unsafe { sys::ap_lingering_close(self.c()) };
+        self.ptrans
+    }
+
+    /// Blocks until the socket is readable (`read`) or writable, up to `timeout`; false
+    /// on timeout or error.
+    pub fn wait_ready(&self, read: bool, timeout: Duration) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.fd(),
+            events: if read { libc::POLLIN } else { libc::POLLOUT },
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        n > 0 && p.revents & (libc::POLLERR | libc::POLLNVAL) == 0
+    }
+}

@@ -1,0 +1,138 @@
+//! The way back from workers to the listener when connections are parked
+//! (`RWorkerKeepAlive park`): a worker that finished a request hands the connection to
+//! the listener as a [`Park`] record through a lock-free inbox (`rworker_queue::Inbox`),
+//! and writes the listener's eventfd only when the listener sleeps. Once the record is
+//! pushed the worker has nothing left of the connection: the value moved.
+
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+
+use rworker_queue::{Inbox, Wake};
+
+use crate::ffi::async_conn::AsyncConn;
+use crate::ffi::epoll::WakeFd;
+
+/// Why a connection is parked, and so what the listener waits for and how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParkState {
+    /// Between requests: readable within KeepAliveTimeout, else closed.
+    KeepAlive,
+    /// A module waits for the socket (h2 flow control): readable (`read`) or writable
+    /// within Timeout, then its protocol runs again.
+    WaitIo { read: bool },
+    /// Lingering close: reading what the client still sends until it closes, for up to
+    /// 2 s (`short`) or 30 s.
+    Linger { short: bool },
+}
+
+/// A connection on its way from a worker to the listener's poll set.
+#[derive(Debug)]
+pub struct Park {
+    /// The connection.
+    pub conn: AsyncConn,
+    /// What to wait for.
+    pub state: ParkState,
+}
+
+/// What workers and the listener of a parking child share.
+pub struct Parking {
+    /// Park records, workers → listener.
+    pub inbox: Inbox<Park>,
+    /// The listener's eventfd, in its epoll set.
+    pub wake: WakeFd,
+    /// The listener has work for a worker but none is idle: the next worker to go idle
+    /// wakes it.
+    wants_idler: AtomicBool,
+    /// The child's open connections (accepted and not yet closed), for `ConnsTotal`.
+    open: AtomicU32,
+    /// Connections a module suspended (`CONN_STATE_SUSPENDED`).
+    suspended: AtomicU32,
+}
+
+impl Parking {
+    /// For a child of `threads_per_child` workers. Errors: errno (no eventfd).
+    pub fn new(threads_per_child: usize) -> Result<Parking, i32> {
+        Ok(Parking {
+            // A worker parks at most one connection at a time, and the listener drains
+            // continuously; four per worker absorbs bursts without a pusher ever waiting.
+            inbox: Inbox::new((4 * threads_per_child).max(64)),
+            wake: WakeFd::new()?,
+            wants_idler: AtomicBool::new(false),
+            open: AtomicU32::new(0),
+            suspended: AtomicU32::new(0),
+        })
+    }
+
+    /// A worker parks a connection; gives it back when the inbox is closed (the child
+    /// is stopping: the worker closes the connection itself).
+    pub fn park(&self, p: Park) -> Result<(), Park> {
+        match self.inbox.push(p)? {
+            Wake::Needed => self.wake.signal(),
+            Wake::NotNeeded => {}
+        }
+        Ok(())
+    }
+
+    /// The listener is about to sleep with work waiting for an idle worker. Call, then
+    /// try to reserve an idler once more, before sleeping.
+    pub fn want_idler(&self) {
+        // SeqCst store, then a SeqCst fence before the listener's re-check of the idle
+        // count: with the worker's SeqCst increment (inside `set_idle`) followed by its
+        // SeqCst swap in `worker_idle`, either the listener's re-check sees the new idler
+        // or the worker's swap sees this flag (Dekker). The listener also caps its sleep
+        // while it waits for an idler, so a missed wake costs latency, never a hang.
+        self.wants_idler.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The listener got an idler: no wake needed.
+    pub fn idler_found(&self) {
+        // Relaxed: only saves workers a wake; a stale `true` costs one eventfd write.
+        self.wants_idler.store(false, Ordering::Relaxed);
+    }
+
+    /// A worker went idle: wakes the listener if it waits for one.
+    pub fn worker_idle(&self) {
+        // SeqCst fence after the idle count's increment, then the flag: the worker's half
+        // of the Dekker pair described in want_idler. The load may then be Relaxed, so the
+        // common case (nobody waiting) costs no RMW.
+        fence(Ordering::SeqCst);
+        if self.wants_idler.load(Ordering::Relaxed)
+            // SeqCst swap: exactly one worker takes the flag and pays for the wake.
+            && self.wants_idler.swap(false, Ordering::SeqCst)
+        {
+            self.wake.signal();
+        }
+    }
+
+    /// A connection was accepted.
+    pub fn opened(&self) {
+        // Relaxed: a statistic for server-status and the listener's exit condition, which
+        // re-reads it on every loop.
+        self.open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection was closed.
+    pub fn closed(&self) {
+        // Release: the listener that reads 0 (Acquire) to decide it may exit sees every
+        // close's effects (the worker's last use of the connection).
+        self.open.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Open connections now.
+    pub fn open(&self) -> u32 {
+        // Acquire: pairs with closed.
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// A module suspended a connection (it owns it now).
+    pub fn suspended(&self) {
+        // Relaxed: a statistic.
+        self.suspended.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections suspended by modules.
+    pub fn suspended_count(&self) -> u32 {
+        // Relaxed: a statistic.
+        self.suspended.load(Ordering::Relaxed)
+    }
+}

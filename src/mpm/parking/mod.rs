@@ -1,0 +1,506 @@
+//! The listener of a parking child (`RWorkerKeepAlive park`): one epoll set holds the
+//! listening sockets, the wake eventfd and every parked connection, so an idle
+//! keep-alive connection costs no thread. The listener alone owns the set, the table of
+//! parked connections (`table`) and their timeout lists (`timeouts`): workers reach it
+//! only through the lock-free inbox (`crate::mpm::inbox`), so nothing here takes a lock.
+//!
+//! One turn of the loop: take in what workers parked; expire what timed out (keep-alive
+//! and I/O waits go to a worker for a lingering close, so pre_close hooks run there;
+//! lingering closes that timed out are closed here); hand ready connections to idle
+//! workers, oldest first; accept new connections only while a worker is reserved and no
+//! ready connection waits (so, as with the stock worker, new clients wait in the kernel's
+//! backlog when every worker is busy); sleep in epoll_wait until something happens.
+//! Nothing is closed before its timeout for lack of a worker: a ready connection waits in
+//! the FIFO until a worker frees up.
+//!
+//! On a graceful stop the listener closes its listening sockets, sends parked keep-alive
+//! connections to workers for a (short) lingering close, lets requests in flight finish
+//! and lingering closes end, and leaves when the child has no connection left.
+
+mod table;
+mod timeouts;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::ffi::async_conn::AsyncConn;
+use crate::ffi::epoll::{Epoll, Interest};
+use crate::ffi::httpd;
+use crate::ffi::listen::Accepted;
+use crate::ffi::log::level;
+use crate::ffi::pool::Pool;
+use crate::ffi::scoreboard::{self, AsyncCounts};
+use crate::ffi::{panic, signal};
+use crate::mpm::conn::Conn;
+use crate::mpm::handoff::Job;
+use crate::mpm::inbox::{Park, ParkState, Parking};
+use crate::mpm::listener::{publish_wakes, Listener};
+use crate::mpm::runtime::{ChildRuntime, StopMode, LISTENER_SIGNAL};
+use crate::mpm::status::Counter;
+use table::{Key, Table};
+use timeouts::Timeouts;
+
+/// The epoll key of the wake eventfd; listening socket `i` is `WAKE - 1 - i`.
+const WAKE: u64 = u64::MAX;
+/// Keys at or above this are the listening sockets' and the eventfd's.
+const FIXED_KEYS: u64 = u64::MAX - 1024;
+/// Lingering close after the client was told we are done (`SECONDS_TO_LINGER`).
+const SHORT_LINGER: Duration = Duration::from_secs(2);
+/// Lingering close at most (`MAX_SECS_TO_LINGER`).
+const LINGER: Duration = Duration::from_secs(30);
+/// Longest sleep while work waits for an idle worker (a missed wake costs at most this).
+const IDLER_POLL: Duration = Duration::from_millis(100);
+/// How often the scoreboard's connection counts are refreshed.
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
+/// One parked connection.
+struct Entry {
+    conn: AsyncConn,
+    state: ParkState,
+    /// When the wait ends (a lingering close keeps its first deadline when re-parked).
+    deadline: Instant,
+}
+
+/// The parking listener's state (see the module doc).
+struct ParkingListener<'a> {
+    rt: &'static ChildRuntime,
+    parking: &'a Parking,
+    l: Listener,
+    epoll: Epoll,
+    table: Table<Entry>,
+    timeouts: Timeouts<Key>,
+    ready: VecDeque<Job>,
+    /// A worker is reserved for the next job or accept.
+    have_idler: bool,
+    /// The listening sockets are armed in the epoll set.
+    accepting: bool,
+    /// The listening sockets are closed (stop under way).
+    listeners_closed: bool,
+    /// The pool the next connection is accepted into, and where it came from.
+    ptrans: Option<(Pool, Counter)>,
+    max_mem_free: usize,
+    /// MaxConnectionsPerChild: connections this child may still accept.
+    connections_left: u64,
+    wakes_counted: u64,
+    last_publish: Instant,
+}
+
+/// The listener thread's body in a parking child.
+pub fn run(l: Listener, rt: &'static ChildRuntime) {
+    panic::enter("listener thread (parking)");
+    rt.threads.listener_started();
+    signal::unblock_for_this_thread(LISTENER_SIGNAL);
+    let Some(parking) = rt.parking.as_ref() else {
+        return l.run(rt);
+    };
+    let epoll = match Epoll::new(256) {
+        Ok(e) => e,
+        Err(errno) => {
+            crate::mpm_log!(
+                level::EMERG,
+                errno,
+                "RW00031: could not create the listener's epoll set"
+            );
+            rt.shutdown.mark_sick();
+            rt.ask_main_thread_to_stop(StopMode::Graceful);
+            rt.shutdown.mark_listener_gone();
+            return;
+        }
+    };
+    let mut pl = ParkingListener {
+        rt,
+        parking,
+        l,
+        epoll,
+        table: Table::default(),
+        timeouts: Timeouts::default(),
+        ready: VecDeque::new(),
+        have_idler: false,
+        accepting: false,
+        listeners_closed: false,
+        ptrans: None,
+        max_mem_free: httpd::max_mem_free(),
+        connections_left: match httpd::max_connections_per_child() {
+            n if n > 0 => n as u64,
+            _ => u64::MAX,
+        },
+        wakes_counted: 0,
+        last_publish: Instant::now(),
+    };
+    pl.run();
+}
+
+impl ParkingListener<'_> {
+    fn run(&mut self) {
+        let mut consumer = self
+            .parking
+            .inbox
+            .consumer()
+            .expect("the listener is the inbox's only consumer");
+        let _ = self
+            .epoll
+            .add(self.parking.wake.fd(), Interest::ReadLevel, WAKE);
+        for (i, s) in self.l.sockets.iter().enumerate() {
+            s.set_nonblocking();
+            let _ = self
+                .epoll
+                .add(s.os_fd(), Interest::None, WAKE - 1 - i as u64);
+        }
+        let mut self_stop = false;
+        loop {
+            let now = Instant::now();
+            if self.rt.shutdown.workers_must_exit() {
+                break;
+            }
+            let stopping = self.rt.shutdown.is_stopping();
+            if stopping && !self.listeners_closed {
+                self.begin_stop();
+            }
+            if !stopping && !self_stop && self.connections_left == 0 {
+                // MaxConnectionsPerChild reached: this child retires gracefully.
+                self_stop = true;
+                self.rt.ask_main_thread_to_stop(StopMode::Graceful);
+            }
+            for p in consumer.drain() {
+                self.take_in(p, stopping, now);
+            }
+            self.expire(now);
+            self.dispatch();
+            self.arm_listeners(stopping);
+            if now.duration_since(self.last_publish) >= PUBLISH_EVERY {
+                self.publish();
+            }
+            if stopping
+                && self.table.is_empty()
+                && self.ready.is_empty()
+                && self.parking.open() == 0
+            {
+                break;
+            }
+            // Sleep until a socket, a worker or a deadline needs us.
+            let waiting_for_idler = !self.have_idler && (!self.ready.is_empty() || !stopping);
+            if waiting_for_idler {
+                self.parking.want_idler();
+                if self.rt.handoff.try_get_idler() {
+                    self.have_idler = true;
+                    self.parking.idler_found();
+                    continue;
+                }
+            }
+            let mut timeout = self.timeouts.poll_timeout_ms(now);
+            let mut cap = |d: Duration| {
+                let ms = d.as_millis() as i32;
+                if timeout < 0 || timeout > ms {
+                    timeout = ms;
+                }
+            };
+            cap(PUBLISH_EVERY);
+            if waiting_for_idler && !self.ready.is_empty() || stopping {
+                cap(IDLER_POLL);
+            }
+            let sleep = consumer.prepare_to_sleep();
+            let events: Vec<(u64, bool)> =
+                self.epoll.wait(if sleep { timeout } else { 0 }).collect();
+            consumer.awake();
+            for (key, hup) in events {
+                self.event(key, hup, Instant::now());
+            }
+        }
+        self.finish(consumer);
+    }
+
+    /// Stop under way: stop listening, and send parked keep-alive connections to workers
+    /// for a short lingering close.
+    fn begin_stop(&mut self) {
+        self.listeners_closed = true;
+        self.accepting = false;
+        if let Some(first) = self.l.sockets.first() {
+            first.close_from_here();
+        }
+        scoreboard::set_quiescing(self.rt.slot);
+        let now = Instant::now();
+        for key in self.table.keys() {
+            let state = self.table.get_mut(key).map(|e| e.state);
+            if let Some(ParkState::Linger { .. }) = state {
+                // A stopping child lingers 2 s at most (event's clamp), so that a client
+                // that never closes cannot hold it.
+                if let Some(e) = self.table.get_mut(key) {
+                    e.deadline = e.deadline.min(now + SHORT_LINGER);
+                    let left = e.deadline.saturating_duration_since(now);
+                    self.timeouts.add(key.index(), key, left, now);
+                }
+                continue;
+            }
+            if let Some(ParkState::KeepAlive) = state {
+                // Still registered (and maybe armed): a later event for this key is stale,
+                // and a re-park modifies the registration.
+                self.timeouts.remove(key.index());
+                if let Some(e) = self.table.remove(key) {
+                    let mut conn = e.conn;
+                    conn.set_short_linger();
+                    self.ready.push_back(Job::Close(conn));
+                }
+            }
+        }
+    }
+
+    /// A connection a worker parked.
+    fn take_in(&mut self, p: Park, stopping: bool, now: Instant) {
+        let Park { mut conn, state } = p;
+        if stopping && state == ParkState::KeepAlive {
+            conn.set_short_linger();
+            self.ready.push_back(Job::Close(conn));
+            return;
+        }
+        let wait = match state {
+            ParkState::KeepAlive => conn.keep_alive_timeout(),
+            ParkState::WaitIo { .. } => conn.timeout(),
+            ParkState::Linger { short } if short || stopping => SHORT_LINGER,
+            ParkState::Linger { .. } => LINGER,
+        };
+        self.park(conn, state, now + wait, now);
+    }
+
+    /// Puts a connection in the table, the epoll set and its timeout list.
+    fn park(&mut self, mut conn: AsyncConn, state: ParkState, deadline: Instant, now: Instant) {
+        let interest = match state {
+            ParkState::WaitIo { read: false } => Interest::WriteOnce,
+            _ => Interest::ReadOnce,
+        };
+        let fd = conn.fd();
+        let registered = conn.is_registered();
+        conn.set_registered();
+        let key = self.table.insert(Entry {
+            conn,
+            state,
+            deadline,
+        });
+        let armed = if registered {
+            self.epoll.modify(fd, interest, key.to_u64())
+        } else {
+            self.epoll.add(fd, interest, key.to_u64())
+        };
+        if let Err(errno) = armed {
+            crate::mpm_log!(
+                level::ERR,
+                errno,
+                "RW00032: could not poll a parked connection; closing it"
+            );
+            self.timeouts.remove(key.index());
+            if let Some(e) = self.table.remove(key) {
+                self.close_here(e.conn);
+            }
+            return;
+        }
+        let timeout = deadline.saturating_duration_since(now);
+        self.timeouts.add(key.index(), key, timeout, now);
+    }
+
+    /// Deadlines that passed.
+    fn expire(&mut self, now: Instant) {
+        for key in self.timeouts.expire(now) {
+            // The socket stays registered: see begin_stop.
+            let Some(entry) = self.table.remove(key) else {
+                continue;
+            };
+            match entry.state {
+                ParkState::KeepAlive | ParkState::WaitIo { .. } => {
+                    let mut conn = entry.conn;
+                    conn.set_short_linger();
+                    self.ready.push_back(Job::Close(conn));
+                }
+                ParkState::Linger { .. } => self.close_here(entry.conn),
+            }
+        }
+    }
+
+    /// A ready registration.
+    fn event(&mut self, key: u64, hup: bool, now: Instant) {
+        if key == WAKE {
+            self.parking.wake.clear();
+            return;
+        }
+        if key >= FIXED_KEYS {
+            let i = (WAKE - 1 - key) as usize;
+            self.accept(i);
+            return;
+        }
+        let key = Key::from_u64(key);
+        let Some(entry) = self.table.remove(key) else {
+            return; // stale: the connection left the table since
+        };
+        self.timeouts.remove(key.index());
+        match entry.state {
+            ParkState::KeepAlive | ParkState::WaitIo { .. } => {
+                self.ready.push_back(Job::Resume(entry.conn));
+            }
+            ParkState::Linger { short } => {
+                let mut conn = entry.conn;
+                if hup || conn.drain() {
+                    self.close_here(conn);
+                } else {
+                    self.park(conn, ParkState::Linger { short }, entry.deadline, now);
+                }
+            }
+        }
+    }
+
+    /// Hands ready connections to idle workers, oldest first.
+    fn dispatch(&mut self) {
+        while !self.ready.is_empty() {
+            if !self.have_idler {
+                self.have_idler = self.rt.handoff.try_get_idler();
+                if !self.have_idler {
+                    return;
+                }
+            }
+            let Some(job) = self.ready.pop_front() else {
+                return;
+            };
+            self.rt.counters.add(Counter::Handoffs, 1);
+            match self.rt.handoff.push(job) {
+                Ok(()) => {
+                    self.have_idler = false;
+                    self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
+                }
+                Err(job) => {
+                    self.rt.counters.remove(Counter::Handoffs, 1);
+                    match job {
+                        Job::New(c) => {
+                            self.parking.closed();
+                            self.recycle(c.drop_unserved());
+                        }
+                        Job::Resume(c) | Job::Close(c) => self.close_here(c),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Arms the listening sockets exactly while a worker is reserved for the next
+    /// connection and no parked connection waits for one.
+    fn arm_listeners(&mut self, stopping: bool) {
+        if !self.have_idler && !stopping && self.ready.is_empty() {
+            self.have_idler = self.rt.handoff.try_get_idler();
+        }
+        let want = !stopping && !self.listeners_closed && self.have_idler && self.ready.is_empty();
+        if want != self.accepting {
+            let interest = if want {
+                Interest::ReadLevel
+            } else {
+                Interest::None
+            };
+            for (i, s) in self.l.sockets.iter().enumerate() {
+                let _ = self.epoll.modify(s.os_fd(), interest, WAKE - 1 - i as u64);
+            }
+            self.accepting = want;
+        }
+    }
+
+    /// Accepts one connection from listening socket `i` for the reserved worker.
+    fn accept(&mut self, i: usize) {
+        if !self.accepting || !self.have_idler || self.connections_left == 0 {
+            return;
+        }
+        if self.ptrans.is_none() {
+            self.ptrans = self.l.ptrans(self.rt, self.max_mem_free);
+        }
+        let Some((pool, _)) = self.ptrans.as_mut() else {
+            return;
+        };
+        let sock = match self.l.sockets[i].accept(pool) {
+            Accepted::Socket(s) => s,
+            Accepted::Nothing => return, // another child took it, or the client left
+            Accepted::Broken => {
+                self.rt.shutdown.mark_sick();
+                self.rt.ask_main_thread_to_stop(StopMode::Graceful);
+                return;
+            }
+        };
+        let Some((pool, source)) = self.ptrans.take() else {
+            return;
+        };
+        self.rt.counters.add(source, 1);
+        self.rt.counters.add(Counter::Connections, 1);
+        self.parking.opened();
+        self.connections_left = self.connections_left.saturating_sub(1);
+        self.ready.push_back(Job::New(Conn { sock, ptrans: pool }));
+        self.dispatch();
+    }
+
+    /// Closes a connection on this thread (lingering done or timed out, or no worker
+    /// will take it) and recycles its pool.
+    fn close_here(&mut self, conn: AsyncConn) {
+        self.parking.closed();
+        let pool = conn.close(true);
+        self.recycle(pool);
+    }
+
+    fn recycle(&mut self, pool: Pool) {
+        self.rt.handoff.recycle(pool);
+    }
+
+    /// The scoreboard's connection counts for mod_status.
+    fn publish(&mut self) {
+        self.last_publish = Instant::now();
+        let mut a = AsyncCounts {
+            connections: self.parking.open(),
+            suspended: self.parking.suspended_count(),
+            not_accepting: !self.accepting,
+            ..AsyncCounts::default()
+        };
+        for key in self.table.keys() {
+            if let Some(e) = self.table.get_mut(key) {
+                match e.state {
+                    ParkState::KeepAlive => a.keep_alive += 1,
+                    ParkState::WaitIo { .. } => a.wait_io += 1,
+                    ParkState::Linger { .. } => a.lingering_close += 1,
+                }
+            }
+        }
+        scoreboard::set_async_counts(self.rt.slot, a);
+        self.rt.counters.set(
+            Counter::Parked,
+            (a.keep_alive + a.wait_io + a.lingering_close) as u64,
+        );
+    }
+
+    /// Leaving: close whatever is left, close the inbox (workers then close their own
+    /// connections), let workers drain the fdqueue, and report the listener gone.
+    fn finish(&mut self, mut consumer: rworker_queue::InboxConsumer<'_, Park>) {
+        if !self.listeners_closed {
+            self.listeners_closed = true;
+            if let Some(first) = self.l.sockets.first() {
+                first.close_from_here();
+            }
+        }
+        let _ = consumer.inbox().close();
+        let left: Vec<Park> = consumer.drain().collect();
+        for p in left {
+            self.close_here(p.conn);
+        }
+        for key in self.table.keys() {
+            self.timeouts.remove(key.index());
+            if let Some(e) = self.table.remove(key) {
+                self.close_here(e.conn);
+            }
+        }
+        while let Some(job) = self.ready.pop_front() {
+            match job {
+                Job::New(c) => {
+                    self.parking.closed();
+                    let pool = c.drop_unserved();
+                    self.recycle(pool);
+                }
+                Job::Resume(c) | Job::Close(c) => self.close_here(c),
+            }
+        }
+        drop(self.ptrans.take());
+        self.publish();
+        self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
+        self.rt.handoff.free_idle_pools();
+        self.rt.handoff.term_queue();
+        scoreboard::set_quiescing(self.rt.slot);
+        self.rt.shutdown.mark_listener_gone();
+    }
+}

@@ -1,0 +1,239 @@
+//! `RWorkerKeepAlive park`: idle keep-alive connections wait in the listener's poll set
+//! without a thread, so fresh clients are served at once even when there are far more
+//! open connections than workers, and no idle connection is closed before its
+//! KeepAliveTimeout because workers were busy. Graceful restart and stop with parked
+//! connections; mod_status's async-connection counts.
+//!
+//! (The other test files run in park mode too: `RWORKER_TEST_KEEPALIVE=park`, as
+//! scripts/test.sh does for serve and lifecycle.)
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{parse_ab, run_ab, spawn_ab, wait_until, Mpm, Server, ServerOpts};
+
+/// MaxRequestWorkers 150 in 6 children of 25, all started, parking on.
+fn opts() -> ServerOpts {
+    ServerOpts::default()
+        .start_servers(6)
+        .server_limit(6)
+        .threads_per_child(25)
+        .max_request_workers(150)
+        .spare_threads(25, 150)
+        .keep_alive(true)
+        .max_keep_alive_requests(0)
+        .line("KeepAliveTimeout 30")
+        .line("RWorkerKeepAlive park")
+}
+
+/// Lets this process open thousands of sockets.
+fn raise_fd_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+        r.rlim_cur = r.rlim_max.min(65536);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+    }
+}
+
+const REQ: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+/// Reads one response (head and Content-Length body); its status.
+fn read_response(c: &mut TcpStream) -> Option<u16> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = c.read(&mut chunk).ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return head.split_whitespace().nth(1)?.parse().ok();
+        }
+        let n = c.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Opens `n` connections that each made one request and now idle in keep-alive.
+fn idle_connections(s: &Server, n: usize) -> Vec<TcpStream> {
+    // Each client sends its first request as soon as it is connected, as real ones do.
+    let mut conns: Vec<TcpStream> = (0..n)
+        .map(|i| {
+            let mut c = TcpStream::connect(s.addr()).unwrap_or_else(|e| panic!("connect {i}: {e}"));
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            c.write_all(REQ).unwrap();
+            c
+        })
+        .collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert_eq!(
+            read_response(c),
+            Some(200),
+            "first response on idle connection {i}"
+        );
+    }
+    conns
+}
+
+fn p99_ms(ab_output: &str) -> u64 {
+    ab_output
+        .lines()
+        .find(|l| l.trim_start().starts_with("99%"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no 99% line in ab output:\n{ab_output}"))
+}
+
+fn rworker_only() -> bool {
+    if Mpm::under_test() != Mpm::Rworker {
+        eprintln!("skipped: RWorkerKeepAlive is rworker's");
+        return false;
+    }
+    raise_fd_limit();
+    true
+}
+
+#[test]
+fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_served() {
+    if !rworker_only() {
+        return;
+    }
+    let s = Server::start(opts());
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
+    let idle = 2000;
+    let mut conns = idle_connections(&s, idle);
+
+    // mod_status sees them parked (counts refresh once a second), and no thread holds one.
+    let mut last = None;
+    let parked = wait_until(Duration::from_secs(5), || {
+        let st = s.server_status_auto();
+        let ok = st.num("ConnsAsyncKeepAlive") == idle as u64
+            && (idle as u64..=idle as u64 + 2).contains(&st.num("ConnsTotal"))
+            && !st.scoreboard().contains('K');
+        last = Some(st);
+        ok
+    });
+    assert!(
+        parked,
+        "status does not show {idle} parked connections: {:?}",
+        last.map(|s| s.0)
+    );
+
+    // Fresh clients, with 2,000 open connections against 150 threads: served at once.
+    let t0 = Instant::now();
+    let r = run_ab(&["-n", "3000", "-c", "100"], &s.url("/index.html"));
+    r.assert_all_ok(3000);
+    let p99 = p99_ms(&r.output);
+    eprintln!(
+        "fresh clients with {idle} parked connections: p99 {p99} ms, {:?} in all",
+        t0.elapsed()
+    );
+    assert!(
+        p99 < 1000,
+        "fresh-request p99 {p99} ms: clients waited for threads\n{}",
+        r.output
+    );
+
+    // Every idle connection is still open and answers its next request.
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(REQ)
+            .unwrap_or_else(|e| panic!("idle connection {i} was closed: {e}"));
+        assert_eq!(
+            read_response(c),
+            Some(200),
+            "second response on idle connection {i}"
+        );
+    }
+    s.assert_no_warnings_in_error_log();
+}
+
+#[test]
+fn idle_connections_survive_load_and_a_graceful_restart_loses_nothing() {
+    if !rworker_only() {
+        return;
+    }
+    let s = Server::start(opts());
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
+    let mut conns = idle_connections(&s, 1000);
+
+    // ab -c 100 meanwhile: no failure, and no idle connection closed early.
+    let r = run_ab(&["-n", "5000", "-c", "100"], &s.url("/index.html"));
+    r.assert_all_ok(5000);
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(REQ).unwrap();
+        assert_eq!(
+            read_response(c),
+            Some(200),
+            "idle connection {i} after ab -c 100"
+        );
+    }
+
+    // Graceful restart with 1,000 parked connections and load running: the load loses
+    // nothing; the old children close their idle connections promptly and exit.
+    let old = s.children();
+    let load = spawn_ab(&["-n", "20000", "-c", "20"], &s.url("/index.html"));
+    std::thread::sleep(Duration::from_millis(300));
+    s.graceful();
+    let load = parse_ab(load.wait_with_output().expect("ab"));
+    load.assert_all_ok(20000);
+    let gone = wait_until(Duration::from_secs(10), || {
+        let now = s.children();
+        old.iter().all(|p| !now.contains(p))
+    });
+    assert!(gone, "old children {old:?} still there: {:?}", s.children());
+    let mut closed = 0;
+    for c in &mut conns {
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 1];
+        if matches!(c.read(&mut b), Ok(0)) {
+            closed += 1;
+        }
+    }
+    assert_eq!(
+        closed,
+        conns.len(),
+        "idle connections of the old generation left open"
+    );
+
+    // -k stop ends everything within 3 s, parked connections or not.
+    let _more = idle_connections(&s, 200);
+    let t0 = Instant::now();
+    s.stop();
+    assert!(
+        wait_until(Duration::from_secs(3), || s.processes().is_empty()),
+        "still running {:?} after -k stop: {:?}",
+        t0.elapsed(),
+        s.processes()
+    );
+    // While the old generation drains, the new one can count too few idle threads.
+    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
+}
