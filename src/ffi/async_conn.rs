@@ -371,3 +371,39 @@ impl AsyncConn {
         n > 0 && p.revents & (libc::POLLERR | libc::POLLNVAL) == 0
     }
 }
+
+/// A secondary connection (an h2 stream's `conn_rec`, `c->master` set) starts as a copy
+/// of its primary, `c->cs` included, so a worker serving the stream would write the
+/// primary's state while the primary is parked. Give it a state of its own, as event's
+/// pre_connection hook does.
+unsafe extern "C" fn secondary_state(c: *mut sys::conn_rec, _csd: *mut c_void) -> c_int {
+    crate::ffi::panic::enter("pre_connection hook (secondary connection state)");
+    // SAFETY: httpd passes the connection being set up, used by this thread alone; a new
+    // conn_state_t in its pool lives as long as the connection.
+    unsafe {
+        let m = (*c).master;
+        if !m.is_null() && ((*c).cs.is_null() || (*c).cs == (*m).cs) {
+            let size = std::mem::size_of::<sys::conn_state_t>();
+            let cs = sys::apr_palloc((*c).pool, size as _) as *mut sys::conn_state_t;
+            if !cs.is_null() {
+                ptr::write_bytes(cs as *mut u8, 0, size);
+                (*cs).state = sys::conn_state_e_CONN_STATE_PROCESSING;
+                (*c).cs = cs;
+            }
+        }
+    }
+    sys::OK as c_int
+}
+
+/// Registers [`secondary_state`] as a pre_connection hook, run before every other.
+pub fn register_secondary_state_hook() {
+    // SAFETY: called from register_hooks; the function lives in this DSO (never unmapped).
+    unsafe {
+        sys::ap_hook_pre_connection(
+            Some(secondary_state),
+            ptr::null(),
+            ptr::null(),
+            sys::APR_HOOK_REALLY_FIRST,
+        )
+    };
+}

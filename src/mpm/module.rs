@@ -64,6 +64,8 @@ unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
     // single-threaded; nothing else writes the struct meanwhile.
     log::set_module_index(unsafe { (*ptr::addr_of!(mpm_rworker_module)).module_index });
     crate::ffi::status::add_hook(status::render);
+    // Parked connections: h2's secondary connections need their own state.
+    crate::ffi::async_conn::register_secondary_state_hook();
     // SAFETY: called once per load by ap_add_module, single-threaded; the hook functions
     // live in this DSO, which is never unmapped (-z nodelete); CORE_ONLY is a
     // NUL-terminated 'static list.

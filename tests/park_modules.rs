@@ -1,0 +1,170 @@
+//! Modules that behave differently under an asynchronous MPM keep working with
+//! `RWorkerKeepAlive park`, the connection parked between requests: mod_ssl (TLS
+//! keep-alive, a 1 MB download), mod_http2 over TLS and as h2c, mod_reqtimeout's
+//! slow-client defence on a fresh and on a parked connection.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{free_port, Mpm, Server, ServerOpts};
+
+const MODS: &str = "/usr/lib/apache2/modules";
+
+/// A parking server with mod_ssl (self-signed certificate), mod_http2 and mod_reqtimeout
+/// (2 s header limit); returns it, its TLS port, and the certificate's directory.
+fn start() -> Option<(Server, u16, tempfile::TempDir)> {
+    if Mpm::under_test() != Mpm::Rworker {
+        eprintln!("skipped: RWorkerKeepAlive is rworker's");
+        return None;
+    }
+    let certs = tempfile::tempdir().expect("temp dir");
+    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("run openssl")
+        .status
+        .success();
+    assert!(ok, "openssl could not make a test certificate");
+    let tls = free_port();
+    let mut opts = ServerOpts::default()
+        .keep_alive(true)
+        .max_keep_alive_requests(0)
+        .line("KeepAliveTimeout 30")
+        .line("RWorkerKeepAlive park");
+    for m in ["socache_shmcb", "ssl", "http2", "reqtimeout"] {
+        opts = opts.line(format!("LoadModule {m}_module {MODS}/mod_{m}.so"));
+    }
+    let s = Server::start(
+        opts.line("Protocols h2 h2c http/1.1")
+            .line("RequestReadTimeout header=2 body=2")
+            .line(format!("Listen 127.0.0.1:{tls} https"))
+            .line(format!(
+                "<VirtualHost 127.0.0.1:{tls}>\n SSLEngine on\n SSLCertificateFile {}\n SSLCertificateKeyFile {}\n</VirtualHost>",
+                cert.display(),
+                key.display()
+            ))
+            // mod_ssl warns about the test certificate and the missing session cache.
+            .line("LogLevel ssl:error"),
+    );
+    Some((s, tls, certs))
+}
+
+/// curl with `args` over `urls` (one connection where it can); one `-w` line per URL.
+fn curl(args: &[&str], urls: &[String]) -> Vec<String> {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-k", "-w", "%{http_version} %{http_code} %{num_connects}\\n"])
+        .args(args);
+    for u in urls {
+        cmd.args(["-o", "/dev/null", u]);
+    }
+    let out = cmd.output().expect("run curl");
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn tls_h2_h2c_and_reqtimeout_with_parked_connections() {
+    let Some((s, tls, _certs)) = start() else {
+        return;
+    };
+    let https = |path: &str| format!("https://127.0.0.1:{tls}{path}");
+
+    // TLS keep-alive: 100 requests on one connection, parked between them.
+    let lines = curl(
+        &["--http1.1"],
+        &(0..100).map(|_| https("/index.html")).collect::<Vec<_>>(),
+    );
+    assert_eq!(lines.len(), 100, "{lines:?}");
+    assert!(lines.iter().all(|l| l.starts_with("1.1 200 ")), "{lines:?}");
+    let connects: u32 = lines
+        .iter()
+        .filter_map(|l| l.split(" ").nth(2)?.parse::<u32>().ok())
+        .sum();
+    assert_eq!(
+        connects, 1,
+        "TLS keep-alive did not reuse its connection: {lines:?}"
+    );
+
+    // A 1 MB download over TLS (non-blocking TLS writes, flushed by write completion).
+    let out = Command::new("curl")
+        .args(["-s", "-k", "--http1.1"])
+        .arg(https("/10m.bin"))
+        .output()
+        .expect("curl");
+    assert_eq!(out.stdout.len(), 10 * 1024 * 1024, "TLS download cut short");
+    assert_eq!(
+        out.stdout,
+        common::pattern(10 * 1024 * 1024),
+        "TLS download corrupted"
+    );
+
+    // h2 over TLS: 20 requests, one connection.
+    let lines = curl(
+        &["--http2"],
+        &(0..20).map(|_| https("/index.html")).collect::<Vec<_>>(),
+    );
+    assert!(
+        lines.iter().all(|l| l.starts_with("2 200 ")),
+        "h2: {lines:?}"
+    );
+    let connects: u32 = lines
+        .iter()
+        .filter_map(|l| l.split(" ").nth(2)?.parse::<u32>().ok())
+        .sum();
+    assert_eq!(
+        connects, 1,
+        "h2 did not multiplex on one connection: {lines:?}"
+    );
+
+    // h2c with prior knowledge.
+    let lines = curl(&["--http2-prior-knowledge"], &[s.url("/index.html")]);
+    assert_eq!(lines, vec!["2 200 1".to_string()], "h2c");
+
+    // mod_reqtimeout: a slow request head gets 408 after its 2 s, on a fresh connection
+    // and on one that was parked after a request.
+    for parked_first in [false, true] {
+        let mut c = TcpStream::connect(s.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        if parked_first {
+            c.write_all(b"GET /1b.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                .unwrap();
+            let mut b = [0u8; 512];
+            let n = c.read(&mut b).unwrap();
+            assert!(b[..n].starts_with(b"HTTP/1.1 200"), "first request");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        c.write_all(b"GET /1b.txt HTTP/1.1\r\n").unwrap();
+        let t0 = Instant::now();
+        let mut b = [0u8; 512];
+        let n = c.read(&mut b).unwrap_or(0);
+        let took = t0.elapsed();
+        assert!(
+            b[..n].starts_with(b"HTTP/1.1 408"),
+            "slow head (parked first: {parked_first}): {:?} after {took:?}",
+            String::from_utf8_lossy(&b[..n])
+        );
+        assert!(
+            took >= Duration::from_millis(1500) && took < Duration::from_secs(6),
+            "408 after {took:?}"
+        );
+    }
+    s.assert_no_warnings_in_error_log();
+}
