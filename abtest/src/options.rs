@@ -105,9 +105,9 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
                        serves --requests requests of the 1-byte file from ab -c <clients>,
                        per mode: once under strace -f (system calls by kind, futex wakes),
                        once without (CPU from schedstat, context switches, RWorker* keys).
-                       Defaults: --mpms worker,rworker --clients 4 --reps 3 --out bench/percon.
+                       Defaults: --mpms worker,rworker --clients 4 --reps 5 --out bench/percon.
                        Writes results.md, results.csv (every count), summary.csv (medians).
-  --requests N         --percon: requests per measured run (default 2000)
+  --requests N         --percon: requests per measured run (default 5000)
 ";
 
 fn list<T: FromStr>(flag: &str, v: &str) -> Result<Vec<T>>
@@ -170,7 +170,13 @@ impl Options {
             },
             duration: if quick { 2 } else { 5 },
             warmup: if quick { 1 } else { 2 },
-            reps: if quick { 2 } else { 3 },
+            reps: if percon {
+                5
+            } else if quick {
+                2
+            } else {
+                3
+            },
             threads: ncpu,
             out: PathBuf::from(if percon { "bench/percon" } else { "bench/ab" }),
             no_build: false,
@@ -179,7 +185,7 @@ impl Options {
             replot: None,
             quick,
             percon,
-            requests: 2000,
+            requests: 5000,
             command_line: std::iter::once("cargo run --release -p rworker-ab --".to_string())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
@@ -304,7 +310,7 @@ mod tests {
         let o = Options::parse(&args("--percon")).expect("parse");
         assert!(o.percon);
         assert_eq!(o.mpms, vec![MpmKind::Worker, MpmKind::Rworker]);
-        assert_eq!((o.clients.clone(), o.requests, o.reps), (vec![4], 2000, 3));
+        assert_eq!((o.clients.clone(), o.requests, o.reps), (vec![4], 5000, 5));
         assert_eq!(o.out, PathBuf::from("bench/percon"));
         let o = Options::parse(&args("--percon --requests 500 --mpms rworker,worker,event"))
             .expect("parse");

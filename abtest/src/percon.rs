@@ -213,15 +213,14 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                     rworker,
                     wall_s,
                 };
-                let conns = meas.ab.connections().max(1) as f64;
+                let conns = Per::Conn.units(mode, &meas.ab);
                 let mut line = format!(
-                    "rep {}/{} {:<8} {m:<9} {} req / {} conn in {:.2} s: {:.1} µs CPU/conn, \
+                    "rep {}/{} {:<8} {m:<9} {} req in {:.2} s: {:.1} µs CPU/conn, \
                      {:.2} vol + {:.2} invol ctx sw/conn",
                     rep + 1,
                     opts.reps,
                     mpm.label(),
                     meas.ab.complete,
-                    meas.ab.connections(),
                     wall_s,
                     meas.proc.cpu_ns as f64 / 1e3 / conns,
                     meas.proc.vcsw as f64 / conns,
@@ -254,7 +253,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 let ab = ab?;
                 let _ = std::fs::remove_file(&trace_file);
                 same_child(&server, child, threads, "the strace pass")?;
-                let conns = ab.connections().max(1) as f64;
+                let conns = Per::Conn.units(mode, &ab);
                 progress(&format!(
                     "rep {}/{} {:<8} {m:<9} strace: {:.1} syscalls/conn ({:.1} futex, {:.2} of \
                      them wakes) in {:.2} s",
@@ -324,21 +323,31 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// `MaxKeepAliveRequests` of `common.conf`: a keep-alive connection serves this many requests.
+pub const KEEPALIVE_REQUESTS: u64 = 100;
+
 /// The unit a figure is divided by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Per {
-    /// Per TCP connection.
+    /// Per connection. `close`: per TCP connection (one request each). `keepalive`: per
+    /// [`KEEPALIVE_REQUESTS`] requests, the work of one full keep-alive connection; ab's
+    /// connection count is not exact here (the last connection of each client is cut short
+    /// when the run ends, and ab does not count those), so the figure divides by the
+    /// requests, which are exact.
     Conn,
     /// Per request.
     Req,
 }
 
 impl Per {
-    fn of(self, ab: &AbResult) -> f64 {
-        match self {
-            Per::Conn => ab.connections() as f64,
-            Per::Req => ab.complete as f64,
+    /// How many units a pass of `mode` that did `ab` is.
+    pub fn units(self, mode: ConnMode, ab: &AbResult) -> f64 {
+        match (self, mode) {
+            (Per::Req, _) => ab.complete as f64,
+            (Per::Conn, ConnMode::Close) => ab.connections() as f64,
+            (Per::Conn, ConnMode::KeepAlive) => ab.complete as f64 / KEEPALIVE_REQUESTS as f64,
         }
+        .max(1e-9)
     }
 }
 
@@ -400,13 +409,13 @@ pub fn summarise(out: &Outcome) -> Summary {
     };
     for per in [Per::Conn, Per::Req] {
         for t in &out.traced {
-            let d = per.of(&t.ab).max(1.0);
+            let d = per.units(t.mode, &t.ab);
             for (label, n) in traced_rows(&t.counts) {
                 push((t.mode, t.mpm, per_label(per)), label, n as f64 / d);
             }
         }
         for m in &out.measured {
-            let d = per.of(&m.ab).max(1.0);
+            let d = per.units(m.mode, &m.ab);
             for (label, v) in measured_rows(m) {
                 push((m.mode, m.mpm, per_label(per)), label, v / d);
             }
@@ -471,7 +480,12 @@ pub fn compact_table(s: &Summary, mpms: &[MpmKind], modes: &[ConnMode]) -> Strin
     let mut rule = String::from("|---|");
     for (mode, per) in &cols {
         for mpm in mpms {
-            let _ = write!(head, " {mpm} {} /{per} |", mode.label());
+            let unit = match (mode, *per) {
+                (ConnMode::KeepAlive, "conn") => "/conn (100 req)",
+                (_, "conn") => "/conn",
+                _ => "/req",
+            };
+            let _ = write!(head, " {mpm} {} {unit} |", mode.label());
             rule.push_str("---:|");
         }
         if ratio {
@@ -567,7 +581,7 @@ pub fn syscall_table(out: &Outcome, mpms: &[MpmKind], modes: &[ConnMode]) -> Str
                     .filter(|x| x.mpm == mpm && x.mode == mode)
                     .map(|x| {
                         x.counts.calls.get(name).copied().unwrap_or(0) as f64
-                            / per.of(&x.ab).max(1.0)
+                            / per.units(mode, &x.ab)
                     });
                 let cell = Stat::of(vals).map_or("–".into(), |s| fmt(s.median));
                 let _ = write!(t, " {cell} |");
@@ -680,8 +694,12 @@ pub fn markdown(opts: &Options, out: &Outcome, machine: &str) -> String {
          CPU (`/proc/<child>/task/*/schedstat`, ns) and rworker's `RWorkerFutexWakes` / \
          `RWorkerHandoffs` (`server-status?auto`) come from a separate pass of the same load \
          without strace, which slows every call and so changes how often threads park. \
-         Connections = ab's complete requests minus its keep-alive requests. Only the child is \
-         measured (the parent idles).\n"
+         Only the child is measured (the parent idles). Per connection: `close` divides by \
+         the connections (= requests); `keepalive` by requests / {KEEPALIVE_REQUESTS} \
+         (MaxKeepAliveRequests), the work of one full keep-alive connection (ab cuts the last \
+         connection of each client short and does not count connections, so requests are \
+         the exact divisor); its `accept4` row shows how many connections there really \
+         were.\n"
     );
     let _ = writeln!(m, "## Medians\n\n{}", compact_table(&s, &opts.mpms, &opts.modes));
     let _ = writeln!(
@@ -762,18 +780,16 @@ mod tests {
         let per_req = lookup(&s, ConnMode::KeepAlive, MpmKind::Worker, "req", "fcntl");
         let per_conn = lookup(&s, ConnMode::KeepAlive, MpmKind::Worker, "conn", "fcntl");
         assert_eq!(per_req.map(|s| s.median), Some(0.2));
-        assert_eq!(per_conn.map(|s| s.median), Some(2.0));
+        // Keep-alive per connection = per 100 requests.
+        assert_eq!(per_conn.map(|s| s.median), Some(20.0));
         let table = compact_table(
             &s,
             &[MpmKind::Worker, MpmKind::Rworker],
             &[ConnMode::KeepAlive],
         );
         let fcntl = table.lines().find(|l| l.starts_with("| fcntl |")).expect("row");
-        // per request: 0.20 / 0.10 (ratio 0.50); per connection: 2.00 / 1.00 (ratio 0.50).
-        assert_eq!(
-            fcntl,
-            "| fcntl | 0.20 | 0.10 | 0.50 | 2.00 | 1.00 | 0.50 |"
-        );
+        // per request: 0.20 / 0.10 (ratio 0.50); per 100 requests: 20 / 10 (ratio 0.50).
+        assert_eq!(fcntl, "| fcntl | 0.20 | 0.10 | 0.50 | 20.0 | 10.0 | 0.50 |");
         assert!(results_csv(&out).contains("strace,rworker,keepalive,1,100,10,1.000,syscall:fcntl,10"));
         assert!(summary_csv(&s).contains("keepalive,worker,conn,total system calls,"));
     }
