@@ -135,11 +135,17 @@ mod tests {
             Complete requests:      2000\nFailed requests:        0\n\
             Keep-Alive requests:    1980\nTotal transferred:      600000 bytes\n";
         let r = parse_ab(text).expect("parse");
-        assert_eq!((r.complete, r.failed, r.non_2xx, r.keepalive), (2000, 0, 0, 1980));
+        assert_eq!(
+            (r.complete, r.failed, r.non_2xx, r.keepalive),
+            (2000, 0, 0, 1980)
+        );
         assert_eq!(r.connections(), 20);
         let close = parse_ab("Complete requests:      50\nFailed requests:        2\n   (Connect: 0, Receive: 0, Length: 2, Exceptions: 0)\nNon-2xx responses:      7\n")
             .expect("parse");
-        assert_eq!((close.failed, close.non_2xx, close.connections()), (2, 7, 50));
+        assert_eq!(
+            (close.failed, close.non_2xx, close.connections()),
+            (2, 7, 50)
+        );
         assert!(parse_ab("apr_socket_connect(): Connection refused (111)").is_err());
     }
 }

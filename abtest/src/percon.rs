@@ -227,11 +227,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                     meas.proc.nvcsw as f64 / conns,
                 );
                 if let Some(r) = &meas.rworker {
-                    let _ = write!(
-                        line,
-                        ", {:.3} futex wakes/hand-off",
-                        r.wakes_per_handoff()
-                    );
+                    let _ = write!(line, ", {:.3} futex wakes/hand-off", r.wakes_per_handoff());
                 }
                 progress(&line);
                 out.measured.push(meas);
@@ -316,7 +312,10 @@ pub const GROUPS: &[(&str, &[&str])] = &[
         &["mmap", "munmap", "mprotect", "madvise", "mremap", "brk"],
     ),
     ("openat", &["openat", "open"]),
-    ("fstat / stat", &["fstat", "newfstatat", "stat", "lstat", "statx"]),
+    (
+        "fstat / stat",
+        &["fstat", "newfstatat", "stat", "lstat", "statx"],
+    ),
     (
         "getsockname / setsockopt",
         &["getsockname", "getpeername", "setsockopt", "getsockopt"],
@@ -386,8 +385,11 @@ pub fn measured_rows(m: &Measured) -> Vec<(String, f64)> {
     rows
 }
 
+/// What a summary is keyed by: connection mode, MPM, and `"conn"` or `"req"`.
+pub type Key = (ConnMode, MpmKind, &'static str);
+
 /// Medians over repetitions: (mode, MPM, per) → row label → stat of the per-unit values.
-pub type Summary = BTreeMap<(ConnMode, MpmKind, &'static str), Vec<(String, Stat)>>;
+pub type Summary = BTreeMap<Key, Vec<(String, Stat)>>;
 
 fn per_label(p: Per) -> &'static str {
     match p {
@@ -398,8 +400,7 @@ fn per_label(p: Per) -> &'static str {
 
 /// Per-unit values of every row over the repetitions, in row order.
 pub fn summarise(out: &Outcome) -> Summary {
-    let mut acc: BTreeMap<(ConnMode, MpmKind, &'static str), Vec<(String, Vec<f64>)>> =
-        BTreeMap::new();
+    let mut acc: BTreeMap<Key, Vec<(String, Vec<f64>)>> = BTreeMap::new();
     let mut push = |key, label: String, v: f64| {
         let rows: &mut Vec<(String, Vec<f64>)> = acc.entry(key).or_default();
         match rows.iter_mut().find(|(l, _)| *l == label) {
@@ -560,7 +561,11 @@ pub fn syscall_table(out: &Outcome, mpms: &[MpmKind], modes: &[ConnMode]) -> Str
     let mut rule = String::from("|---|");
     for &mode in modes {
         for mpm in mpms {
-            let per = if mode == ConnMode::Close { "conn" } else { "req" };
+            let per = if mode == ConnMode::Close {
+                "conn"
+            } else {
+                "req"
+            };
             let _ = write!(t, " {mpm} {} /{per} |", mode.label());
             rule.push_str("---:|");
         }
@@ -701,7 +706,11 @@ pub fn markdown(opts: &Options, out: &Outcome, machine: &str) -> String {
          the exact divisor); its `accept4` row shows how many connections there really \
          were.\n"
     );
-    let _ = writeln!(m, "## Medians\n\n{}", compact_table(&s, &opts.mpms, &opts.modes));
+    let _ = writeln!(
+        m,
+        "## Medians\n\n{}",
+        compact_table(&s, &opts.mpms, &opts.modes)
+    );
     let _ = writeln!(
         m,
         "## Spread: median (min–max) over repetitions\n\n{}",
@@ -787,10 +796,15 @@ mod tests {
             &[MpmKind::Worker, MpmKind::Rworker],
             &[ConnMode::KeepAlive],
         );
-        let fcntl = table.lines().find(|l| l.starts_with("| fcntl |")).expect("row");
+        let fcntl = table
+            .lines()
+            .find(|l| l.starts_with("| fcntl |"))
+            .expect("row");
         // per request: 0.20 / 0.10 (ratio 0.50); per 100 requests: 20 / 10 (ratio 0.50).
         assert_eq!(fcntl, "| fcntl | 0.20 | 0.10 | 0.50 | 20.0 | 10.0 | 0.50 |");
-        assert!(results_csv(&out).contains("strace,rworker,keepalive,1,100,10,1.000,syscall:fcntl,10"));
+        assert!(
+            results_csv(&out).contains("strace,rworker,keepalive,1,100,10,1.000,syscall:fcntl,10")
+        );
         assert!(summary_csv(&s).contains("keepalive,worker,conn,total system calls,"));
     }
 

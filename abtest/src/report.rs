@@ -256,7 +256,10 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
     }
     let _ = writeln!(m, "## All MPMs: median (min–max) over repetitions\n");
     let _ = writeln!(m, "| cell | MPM | req/s | p50 ms | p99 ms | httpd CPU µs/req | httpd %CPU | httpd vol. ctx sw/req | rworker futex wakes/hand-off | wrk CPU µs/req | errors | child churn |");
-    let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        m,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for (cell, row) in &table {
         for (mpm, s) in row {
             let ms = |st: Stat| Stat {
@@ -333,7 +336,12 @@ pub fn samples_csv(samples: &[Sample]) -> String {
     );
     for s in samples {
         let rw = s.rworker.as_ref().map_or(",,".into(), |r| {
-            format!("{},{},{:.4}", r.handoffs, r.futex_wakes, r.wakes_per_handoff())
+            format!(
+                "{},{},{:.4}",
+                r.handoffs,
+                r.futex_wakes,
+                r.wakes_per_handoff()
+            )
         });
         let e = s.wrk.socket_errors;
         let _ = writeln!(

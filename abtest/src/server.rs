@@ -383,8 +383,11 @@ mod tests {
         assert!(!conf.contains("ThreadsPerChild         50"));
         assert_eq!(conf.lines().count(), COMMON_TEMPLATE.lines().count());
         // A comment mentioning a directive is not the directive; a missing one is an error.
-        assert!(override_directives("# StartServers 3\nStartServers 2\n", &[o("StartServers", "1")])
-            .is_ok_and(|c| c == "# StartServers 3\nStartServers 1\n"));
+        assert!(override_directives(
+            "# StartServers 3\nStartServers 2\n",
+            &[o("StartServers", "1")]
+        )
+        .is_ok_and(|c| c == "# StartServers 3\nStartServers 1\n"));
         assert!(override_directives(COMMON_TEMPLATE, &[o("NoSuchDirective", "1")]).is_err());
     }
 
