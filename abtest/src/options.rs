@@ -74,6 +74,8 @@ pub struct Options {
     pub percon: bool,
     /// `--percon`: requests per measured run (`--requests`).
     pub requests: u64,
+    /// `--percon`: keep each strace output in `<out>/traces/` (`--keep-traces`).
+    pub keep_traces: bool,
     /// The command line, as given (in its `cargo run` form), for the report.
     pub command_line: String,
 }
@@ -108,6 +110,7 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
                        Defaults: --mpms worker,rworker --clients 4 --reps 5 --out bench/percon.
                        Writes results.md, results.csv (every count), summary.csv (medians).
   --requests N         --percon: requests per measured run (default 5000)
+  --keep-traces        --percon: keep every strace output in OUT/traces/ (several MB each)
 ";
 
 fn list<T: FromStr>(flag: &str, v: &str) -> Result<Vec<T>>
@@ -186,6 +189,7 @@ impl Options {
             quick,
             percon,
             requests: 5000,
+            keep_traces: false,
             command_line: std::iter::once("cargo run --release -p rworker-ab --".to_string())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
@@ -213,6 +217,7 @@ impl Options {
                 "--modes" => o.modes = list(flag, &value()?)?,
                 "--out" => o.out = PathBuf::from(value()?),
                 "--no-build" => o.no_build = true,
+                "--keep-traces" => o.keep_traces = true,
                 "--replot" => o.replot = Some(PathBuf::from(value()?)),
                 "--rworker-so" => o.rworker_so = Some(PathBuf::from(value()?)),
                 "--path" => {

@@ -247,6 +247,14 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 std::thread::sleep(SETTLE);
                 let counts = tracer.detach()?;
                 let ab = ab?;
+                if opts.keep_traces {
+                    let dir = opts.out.join("traces");
+                    let kept = dir.join(format!("strace-{mpm}-{m}-{}.txt", rep + 1));
+                    std::fs::create_dir_all(&dir)
+                        .and_then(|()| std::fs::rename(&trace_file, &kept))
+                        .or_else(|_| std::fs::copy(&trace_file, &kept).map(|_| ()))
+                        .map_err(|e| Error(format!("keep {}: {e}", kept.display())))?;
+                }
                 let _ = std::fs::remove_file(&trace_file);
                 same_child(&server, child, threads, "the strace pass")?;
                 let conns = Per::Conn.units(mode, &ab);
@@ -440,8 +448,10 @@ fn fmt(x: f64) -> String {
         format!("{x:.0}")
     } else if x.abs() >= 10.0 {
         format!("{x:.1}")
-    } else {
+    } else if x.abs() >= 0.995 || x == 0.0 {
         format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
     }
 }
 
@@ -452,10 +462,10 @@ fn lookup(s: &Summary, mode: ConnMode, mpm: MpmKind, per: &str, row: &str) -> Op
         .map(|(_, st)| *st)
 }
 
-/// Every row label in the order they first appear.
+/// Every row label in the order they first appear (traced rows in [`GROUPS`] order, then the
+/// untraced ones), leaving out rows that are zero everywhere.
 fn row_labels(s: &Summary) -> Vec<String> {
     let mut labels: Vec<String> = Vec::new();
-    // Traced rows first (in GROUPS order), then the untraced ones.
     for rows in s.values() {
         for (l, _) in rows {
             if !labels.contains(l) {
@@ -463,6 +473,11 @@ fn row_labels(s: &Summary) -> Vec<String> {
             }
         }
     }
+    labels.retain(|l| {
+        s.values()
+            .flat_map(|rows| rows.iter().filter(|(k, _)| k == l))
+            .any(|(_, st)| st.max != 0.0)
+    });
     labels
 }
 
@@ -800,12 +815,17 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("| fcntl |"))
             .expect("row");
-        // per request: 0.20 / 0.10 (ratio 0.50); per 100 requests: 20 / 10 (ratio 0.50).
-        assert_eq!(fcntl, "| fcntl | 0.20 | 0.10 | 0.50 | 20.0 | 10.0 | 0.50 |");
+        // per request: 0.200 / 0.100 (ratio 0.50); per 100 requests: 20 / 10 (ratio 0.50).
+        assert_eq!(
+            fcntl,
+            "| fcntl | 0.200 | 0.100 | 0.50 | 20.0 | 10.0 | 0.50 |"
+        );
         assert!(
             results_csv(&out).contains("strace,rworker,keepalive,1,100,10,1.000,syscall:fcntl,10")
         );
         assert!(summary_csv(&s).contains("keepalive,worker,conn,total system calls,"));
+        // No getsockname/setsockopt calls anywhere: no such row.
+        assert!(!table.contains("getsockname"), "{table}");
     }
 
     #[test]
