@@ -20,7 +20,7 @@ use crate::client::{run_ab, AbResult};
 use crate::error::{Error, Result};
 use crate::mpm::MpmKind;
 use crate::options::{ConnMode, Options};
-use crate::procstat::{sample_process, ProcessSample};
+use crate::procstat::{self, sample_process, ProcessSample};
 use crate::report::Stat;
 use crate::server::{payload_path, Server};
 use crate::shutdown;
@@ -76,6 +76,10 @@ pub struct Measured {
     pub rworker: Option<RworkerCounters>,
     /// Seconds ab ran.
     pub wall_s: f64,
+    /// Host-wide CPU busy % while ab ran (other jobs on the machine show here).
+    pub host_busy_pct: f64,
+    /// 1-minute load average at the end of the pass.
+    pub load1: f64,
 }
 
 /// One pass under strace.
@@ -184,6 +188,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 let st0 = status::rworker_counters(server.port);
                 std::thread::sleep(SETTLE);
                 let p0 = sample_process(child);
+                let host0 = procstat::host_cpu();
                 let t = Instant::now();
                 let ab = run_ab(
                     &url,
@@ -193,6 +198,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                     &logs.join(format!("ab-{m}-{rep}.txt")),
                 )?;
                 let wall_s = t.elapsed().as_secs_f64();
+                let host1 = procstat::host_cpu();
                 std::thread::sleep(SETTLE);
                 let p1 = sample_process(child);
                 let st1 = status::rworker_counters(server.port);
@@ -212,6 +218,9 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                     proc: p1.since(&p0),
                     rworker,
                     wall_s,
+                    host_busy_pct: 100.0 * host1.0.saturating_sub(host0.0) as f64
+                        / host1.1.saturating_sub(host0.1).max(1) as f64,
+                    load1: procstat::loadavg1(),
                 };
                 let conns = Per::Conn.units(mode, &meas.ab);
                 let mut line = format!(
@@ -651,6 +660,8 @@ pub fn results_csv(out: &Outcome) -> String {
         let _ = writeln!(c, "{head},vcsw,{}", p.vcsw);
         let _ = writeln!(c, "{head},nvcsw,{}", p.nvcsw);
         let _ = writeln!(c, "{head},threads,{}", p.threads);
+        let _ = writeln!(c, "{head},host_busy_pct,{:.1}", m.host_busy_pct);
+        let _ = writeln!(c, "{head},load1,{:.2}", m.load1);
         if let Some(r) = &m.rworker {
             let _ = writeln!(c, "{head},rworker_connections,{}", r.connections);
             let _ = writeln!(c, "{head},rworker_handoffs,{}", r.handoffs);
