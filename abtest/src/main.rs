@@ -63,6 +63,7 @@ fn machine_info() -> String {
         ("wrk -v", "wrk -v 2>&1 | head -1"),
         ("ab -V", "ab -V 2>&1 | head -1"),
         ("strace -V", "strace -V 2>&1 | head -1"),
+        ("perf -v", "perf -v 2>&1 | head -1"),
         ("cat /proc/loadavg (at start)", "cat /proc/loadavg"),
     ]
     .iter()
@@ -148,10 +149,14 @@ fn run(opts: Options) -> Result<bool> {
             return Err(Error(format!("{tool} not found: apt-get install apache2")));
         }
     }
-    let tools: &[(&str, &str)] = if opts.percon {
-        &[("ab", "apache2-utils"), ("strace", "strace")]
-    } else {
-        &[("wrk", "wrk")]
+    let tools: &[(&str, &str)] = match (opts.percon, opts.no_perf) {
+        (true, false) => &[
+            ("ab", "apache2-utils"),
+            ("strace", "strace"),
+            ("perf", "linux-perf (or pass --no-perf)"),
+        ],
+        (true, true) => &[("ab", "apache2-utils"), ("strace", "strace")],
+        (false, _) => &[("wrk", "wrk")],
     };
     for (tool, package) in tools {
         if sh(&format!("command -v {tool}")).is_empty() {
@@ -236,10 +241,10 @@ fn run(opts: Options) -> Result<bool> {
 fn run_percon(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
     let passes = opts.reps as usize * opts.mpms.len() * opts.modes.len();
     eprintln!(
-        "rworker-ab --percon: {} untraced + {} strace passes of {} requests, c={}          ({} MPMs × {} modes × {} reps)",
-        passes,
+        "rworker-ab --percon: {} passes of {} requests each: untraced,{} under strace; c={} ({} MPMs × {} modes × {} reps)",
         passes,
         opts.requests,
+        if opts.no_perf { "" } else { " under perf stat," },
         opts.clients[0],
         opts.mpms.len(),
         opts.modes.len(),

@@ -76,6 +76,8 @@ pub struct Options {
     pub requests: u64,
     /// `--percon`: keep each strace output in `<out>/traces/` (`--keep-traces`).
     pub keep_traces: bool,
+    /// `--percon`: skip the `perf stat` pass (`--no-perf`); the kinds then come from strace.
+    pub no_perf: bool,
     /// The command line, as given (in its `cargo run` form), for the report.
     pub command_line: String,
 }
@@ -105,12 +107,15 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --percon             instead of the matrix: what one connection and one request cost each
                        MPM. One child (StartServers 1, ServerLimit 1, ThreadsPerChild 25)
                        serves --requests requests of the 1-byte file from ab -c <clients>,
-                       per mode: once under strace -f (system calls by kind, futex wakes),
-                       once without (CPU from schedstat, context switches, RWorker* keys).
+                       per mode three times: untraced (CPU from schedstat, context switches,
+                       RWorker* keys), under perf stat (system calls by kind, futex wakes:
+                       kernel counters, little overhead), under strace -f (every call name,
+                       futex operations, failed calls).
                        Defaults: --mpms worker,rworker --clients 4 --reps 5 --out bench/percon.
                        Writes results.md, results.csv (every count), summary.csv (medians).
   --requests N         --percon: requests per measured run (default 5000)
   --keep-traces        --percon: keep every strace output in OUT/traces/ (several MB each)
+  --no-perf            --percon: no perf stat pass (system calls by kind from strace only)
 ";
 
 fn list<T: FromStr>(flag: &str, v: &str) -> Result<Vec<T>>
@@ -190,6 +195,7 @@ impl Options {
             percon,
             requests: 5000,
             keep_traces: false,
+            no_perf: false,
             command_line: std::iter::once("cargo run --release -p rworker-ab --".to_string())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
@@ -218,6 +224,7 @@ impl Options {
                 "--out" => o.out = PathBuf::from(value()?),
                 "--no-build" => o.no_build = true,
                 "--keep-traces" => o.keep_traces = true,
+                "--no-perf" => o.no_perf = true,
                 "--replot" => o.replot = Some(PathBuf::from(value()?)),
                 "--rworker-so" => o.rworker_so = Some(PathBuf::from(value()?)),
                 "--path" => {

@@ -25,7 +25,12 @@ use crate::report::Stat;
 use crate::server::{payload_path, Server};
 use crate::shutdown;
 use crate::status::{self, RworkerCounters};
-use crate::trace::{self, SyscallCounts, Tracer};
+use crate::trace::{self, PerfCounter, SyscallCounts, Tracer};
+
+/// The [`Traced::tool`] of a pass under strace.
+pub const STRACE: &str = "strace";
+/// The [`Traced::tool`] of a pass under perf stat.
+pub const PERF: &str = "perf";
 use rworker_testkit::procfs;
 use rworker_testkit::wait::wait_until;
 use std::collections::BTreeMap;
@@ -85,6 +90,8 @@ pub struct Measured {
 /// One pass under strace.
 #[derive(Clone, Debug)]
 pub struct Traced {
+    /// Which counter: [`STRACE`] or [`PERF`].
+    pub tool: &'static str,
     /// Which MPM.
     pub mpm: MpmKind,
     /// Which connection mode.
@@ -241,7 +248,46 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 progress(&line);
                 out.measured.push(meas);
 
-                // 2. Under strace.
+                // 2. Under perf stat: counters in the kernel, the timing nearly untouched.
+                if !opts.no_perf {
+                    let perf_file = logs.join(format!("perf-{m}-{rep}.txt"));
+                    let counter = PerfCounter::attach(child, &perf_file)?;
+                    let t = Instant::now();
+                    let ab = run_ab(
+                        &url,
+                        mode,
+                        opts.requests,
+                        clients,
+                        &logs.join(format!("ab-perf-{m}-{rep}.txt")),
+                    );
+                    let wall_s = t.elapsed().as_secs_f64();
+                    std::thread::sleep(SETTLE);
+                    let counts = counter.detach()?;
+                    let ab = ab?;
+                    same_child(&server, child, threads, "the perf pass")?;
+                    let conns = Per::Conn.units(mode, &ab);
+                    progress(&format!(
+                        "rep {}/{} {:<8} {m:<9} perf:   {:.1} syscalls/conn ({:.2} futex \
+                         wakes) in {:.2} s",
+                        rep + 1,
+                        opts.reps,
+                        mpm.label(),
+                        counts.total() as f64 / conns,
+                        counts.futex_wakes() as f64 / conns,
+                        wall_s
+                    ));
+                    out.traced.push(Traced {
+                        tool: PERF,
+                        mpm,
+                        mode,
+                        rep: rep + 1,
+                        ab,
+                        counts,
+                        wall_s,
+                    });
+                }
+
+                // 3. Under strace.
                 let trace_file = logs.join(format!("strace-{m}-{rep}.txt"));
                 let tracer = Tracer::attach(child, &trace_file)?;
                 let t = Instant::now();
@@ -279,6 +325,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                     wall_s
                 ));
                 out.traced.push(Traced {
+                    tool: STRACE,
                     mpm,
                     mode,
                     rep: rep + 1,
@@ -304,6 +351,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("accept4", &["accept4", "accept"]),
     ("fcntl", &["fcntl", "fcntl64"]),
     ("futex", &["futex"]),
+    ("sched_yield", &["sched_yield"]),
     (
         "poll / epoll",
         &[
@@ -367,22 +415,32 @@ impl Per {
     }
 }
 
-/// The figures of one traced pass by row label (the groups, `other`, `total`, futex split,
-/// failed calls).
-pub fn traced_rows(c: &SyscallCounts) -> Vec<(String, u64)> {
+/// The figures of one counted pass by row label: the kinds ([`GROUPS`], `other`, total,
+/// futex wake and wait) from the pass that gives them (perf if it ran, else strace), and from
+/// strace, when perf gave the kinds, what only it sees, under its own labels.
+pub fn traced_rows(c: &SyscallCounts, kinds: bool) -> Vec<(String, u64)> {
     let mut rows = Vec::new();
-    let mut grouped = 0;
-    for (label, names) in GROUPS {
-        let n: u64 = names.iter().filter_map(|k| c.calls.get(*k)).sum();
-        grouped += n;
-        rows.push((label.to_string(), n));
+    if kinds {
+        let mut grouped = 0;
+        for (label, names) in GROUPS {
+            let n: u64 = names.iter().filter_map(|k| c.calls.get(*k)).sum();
+            grouped += n;
+            rows.push((label.to_string(), n));
+        }
+        rows.push(("other".into(), c.total() - grouped));
+        rows.push(("**total system calls**".into(), c.total()));
+        rows.push(("futex wake".into(), c.futex_wakes()));
+        rows.push(("futex wait".into(), c.futex_waits()));
+    } else {
+        rows.push(("total under strace".into(), c.total()));
+        rows.push((
+            "futex under strace".into(),
+            c.calls.get("futex").copied().unwrap_or(0),
+        ));
+        rows.push(("futex wake under strace".into(), c.futex_wakes()));
     }
-    rows.push(("other".into(), c.total() - grouped));
-    rows.push(("**total system calls**".into(), c.total()));
-    rows.push(("futex wake (strace)".into(), c.futex_wakes()));
-    rows.push(("futex wait (strace)".into(), c.futex_waits()));
     rows.push((
-        "failed calls (EAGAIN, ...)".into(),
+        "failed calls under strace (EAGAIN, ...)".into(),
         c.errors.values().sum::<u64>(),
     ));
     rows
@@ -425,10 +483,19 @@ pub fn summarise(out: &Outcome) -> Summary {
             None => rows.push((label, vec![v])),
         }
     };
+    let have_perf = out.traced.iter().any(|t| t.tool == PERF);
+    // perf's rows first (in table order), then strace's, then the untraced figures.
+    let mut passes: Vec<&Traced> = out.traced.iter().filter(|t| t.tool == PERF).collect();
+    passes.extend(out.traced.iter().filter(|t| t.tool != PERF));
     for per in [Per::Conn, Per::Req] {
-        for t in &out.traced {
+        for t in &passes {
             let d = per.units(t.mode, &t.ab);
-            for (label, n) in traced_rows(&t.counts) {
+            let kinds = t.tool == PERF || !have_perf;
+            for (label, n) in traced_rows(&t.counts, kinds) {
+                // perf sees no return values: failed calls come from strace only.
+                if t.tool == PERF && label.starts_with("failed calls") {
+                    continue;
+                }
                 push((t.mode, t.mpm, per_label(per)), label, n as f64 / d);
             }
         }
@@ -574,7 +641,7 @@ pub fn spread_table(s: &Summary, mpms: &[MpmKind], modes: &[ConnMode]) -> String
 /// Every system call name seen, per connection (close) and per request (keep-alive), medians.
 pub fn syscall_table(out: &Outcome, mpms: &[MpmKind], modes: &[ConnMode]) -> String {
     let mut names: BTreeMap<String, u64> = BTreeMap::new();
-    for t in &out.traced {
+    for t in out.traced.iter().filter(|t| t.tool == STRACE) {
         for (k, v) in &t.counts.calls {
             *names.entry(k.clone()).or_default() += v;
         }
@@ -607,7 +674,7 @@ pub fn syscall_table(out: &Outcome, mpms: &[MpmKind], modes: &[ConnMode]) -> Str
                 let vals = out
                     .traced
                     .iter()
-                    .filter(|x| x.mpm == mpm && x.mode == mode)
+                    .filter(|x| x.tool == STRACE && x.mpm == mpm && x.mode == mode)
                     .map(|x| {
                         x.counts.calls.get(name).copied().unwrap_or(0) as f64
                             / per.units(mode, &x.ab)
@@ -626,7 +693,8 @@ pub fn results_csv(out: &Outcome) -> String {
     let mut c = String::from("pass,mpm,mode,rep,requests,connections,wall_s,metric,value\n");
     for t in &out.traced {
         let head = format!(
-            "strace,{},{},{},{},{},{:.3}",
+            "{},{},{},{},{},{},{:.3}",
+            t.tool,
             t.mpm,
             t.mode.label(),
             t.rep,
@@ -720,17 +788,38 @@ pub fn markdown(opts: &Options, out: &Outcome, machine: &str) -> String {
     );
     let _ = writeln!(
         m,
-        "System calls: `strace -f -p <child>` (every thread) attached for the run, its trace \
-         counted by name; futex split by operation. Context switches (`/proc/<child>/task/*/status`), \
-         CPU (`/proc/<child>/task/*/schedstat`, ns) and rworker's `RWorkerFutexWakes` / \
-         `RWorkerHandoffs` (`server-status?auto`) come from a separate pass of the same load \
-         without strace, which slows every call and so changes how often threads park. \
-         Only the child is measured (the parent idles). Per connection: `close` divides by \
-         the connections (= requests); `keepalive` by requests / {KEEPALIVE_REQUESTS} \
+        "Three passes of the same load per mode, each with its own `ab` run: (1) untraced: \
+         CPU (`/proc/<child>/task/*/schedstat`, ns), context switches \
+         (`/proc/<child>/task/*/status`) and rworker's `RWorkerFutexWakes` / `RWorkerHandoffs` \
+         (`server-status?auto`); (2) `perf stat -p <child>` on the `syscalls:sys_enter_*` \
+         tracepoints (every thread; futex wake and wait by tracepoint filters on `op`): the \
+         system calls by kind, counted in the kernel with little change to the timing; \
+         (3) `strace -f -p <child>`: every call by name, futex by operation, failed calls. \
+         strace stops the thread at every call, which changes how often threads park or \
+         find no data yet (fewer EAGAIN reads and polls, different futex traffic), so its \
+         figures are labelled `under strace` (with `--no-perf` the kinds come from it). Only \
+         the child is measured (the parent idles). Per connection: `close` divides by the \
+         connections (= requests); `keepalive` by requests / {KEEPALIVE_REQUESTS} \
          (MaxKeepAliveRequests), the work of one full keep-alive connection (ab cuts the last \
          connection of each client short and does not count connections, so requests are \
          the exact divisor); its `accept4` row shows how many connections there really \
          were.\n"
+    );
+    let busy = Stat::of(out.measured.iter().map(|x| x.host_busy_pct));
+    let load = Stat::of(out.measured.iter().map(|x| x.load1));
+    let range = |s: Option<Stat>, d: usize| {
+        s.map_or("–".into(), |s| {
+            format!("{:.d$} ({:.d$}–{:.d$})", s.median, s.min, s.max)
+        })
+    };
+    let _ = writeln!(
+        m,
+        "Noise: host CPU busy during the untraced passes {}%, 1-min load average after them \
+         {} on {} CPUs. The system-call counts hardly depend on it; CPU and involuntary \
+         context switches do.\n",
+        range(busy, 0),
+        range(load, 1),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     let _ = writeln!(
         m,
@@ -744,7 +833,7 @@ pub fn markdown(opts: &Options, out: &Outcome, machine: &str) -> String {
     );
     let _ = writeln!(
         m,
-        "## Every system call (strace pass, medians)\n\n{}",
+        "## Every system call (strace pass, medians; strace changes the timing, see above)\n\n{}",
         syscall_table(out, &opts.mpms, &opts.modes)
     );
     let _ = writeln!(m, "## Error-log warnings\n");
@@ -784,15 +873,18 @@ mod tests {
     #[test]
     fn rows_add_up_and_divide_by_connections_or_requests() {
         let c = counts(&[("accept4", 10), ("fcntl", 20), ("futex", 5), ("getpid", 1)]);
-        let rows = traced_rows(&c);
+        let rows = traced_rows(&c, true);
         let get = |l: &str| rows.iter().find(|(k, _)| k == l).map(|(_, v)| *v);
         assert_eq!(get("accept4"), Some(10));
         assert_eq!(get("other"), Some(1));
         assert_eq!(get("**total system calls**"), Some(36));
-        assert_eq!(get("futex wake (strace)"), Some(3));
+        assert_eq!(get("futex wake"), Some(3));
+        let extra = traced_rows(&c, false);
+        assert_eq!(extra[0], ("total under strace".to_string(), 36));
         let out = Outcome {
             traced: vec![
                 Traced {
+                    tool: STRACE,
                     mpm: MpmKind::Worker,
                     mode: ConnMode::KeepAlive,
                     rep: 1,
@@ -801,6 +893,7 @@ mod tests {
                     wall_s: 1.0,
                 },
                 Traced {
+                    tool: STRACE,
                     mpm: MpmKind::Rworker,
                     mode: ConnMode::KeepAlive,
                     rep: 1,

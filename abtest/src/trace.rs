@@ -259,3 +259,242 @@ mod tests {
         assert_eq!(tracer_of(me, me), Some(0));
     }
 }
+
+/// The counting tool of the low-overhead pass.
+pub const PERF: &str = "perf";
+
+/// The system calls `perf stat` counts one by one (those that exist as tracepoints on this
+/// kernel are used); everything else is `(other)`, the rest of `raw_syscalls:sys_enter`.
+pub const PERF_SYSCALLS: &[&str] = &[
+    "accept4",
+    "accept",
+    "fcntl",
+    "futex",
+    "poll",
+    "ppoll",
+    "epoll_wait",
+    "epoll_pwait",
+    "read",
+    "readv",
+    "writev",
+    "write",
+    "sendfile64",
+    "shutdown",
+    "close",
+    "mmap",
+    "munmap",
+    "openat",
+    "newfstatat",
+    "fstat",
+    "statx",
+    "sched_yield",
+    "nanosleep",
+    "clock_nanosleep",
+];
+
+/// The name `perf stat` counts all other calls under.
+pub const PERF_OTHER: &str = "(other)";
+
+/// The futex operations the perf pass counts, with tracepoint filters on `op`: FUTEX_WAKE
+/// (1, | FUTEX_PRIVATE_FLAG 128), and FUTEX_WAIT (0) and FUTEX_WAIT_BITSET (9), private or
+/// not, with or without FUTEX_CLOCK_REALTIME (256).
+const PERF_FUTEX_OPS: &[(&str, &str)] = &[
+    ("FUTEX_WAKE", "op == 1 || op == 129"),
+    (
+        "FUTEX_WAIT",
+        "op == 0 || op == 128 || op == 9 || op == 137 || op == 265 || op == 393",
+    ),
+];
+
+/// The `-e` arguments of the perf pass, with what each line of its output counts: a system
+/// call name, `raw` (all calls), or a futex operation.
+fn perf_events() -> Vec<(String, Vec<String>)> {
+    let mut ev = vec![(
+        "raw".to_string(),
+        vec!["-e".to_string(), "raw_syscalls:sys_enter".to_string()],
+    )];
+    for name in PERF_SYSCALLS {
+        if Path::new(&format!(
+            "/sys/kernel/tracing/events/syscalls/sys_enter_{name}"
+        ))
+        .exists()
+        {
+            ev.push((
+                name.to_string(),
+                vec!["-e".into(), format!("syscalls:sys_enter_{name}")],
+            ));
+        }
+    }
+    if ev.iter().any(|(n, _)| n == "futex") {
+        for (op, filter) in PERF_FUTEX_OPS {
+            ev.push((
+                format!("futex_op:{op}"),
+                vec![
+                    "-e".into(),
+                    "syscalls:sys_enter_futex".into(),
+                    "--filter".into(),
+                    filter.to_string(),
+                ],
+            ));
+        }
+    }
+    ev
+}
+
+/// Parses `perf stat -x,` output: the counts in event order (`<not counted>`: 0).
+fn parse_perf_csv(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(','))
+        .map(|l| {
+            l.split(',')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .parse()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Builds the counts of a perf pass from its output and the event list.
+fn perf_counts(text: &str, events: &[(String, Vec<String>)]) -> Result<SyscallCounts> {
+    let values = parse_perf_csv(text);
+    if values.len() != events.len() {
+        return Err(Error(format!(
+            "perf stat printed {} counts for {} events:\n{text}",
+            values.len(),
+            events.len()
+        )));
+    }
+    let mut c = SyscallCounts::default();
+    let mut raw = 0;
+    for ((label, _), v) in events.iter().zip(values) {
+        if label == "raw" {
+            raw = v;
+        } else if let Some(op) = label.strip_prefix("futex_op:") {
+            c.futex_ops.insert(op.to_string(), v);
+        } else if v > 0 {
+            c.calls.insert(label.clone(), v);
+        }
+    }
+    let named = c.total();
+    c.calls
+        .insert(PERF_OTHER.to_string(), raw.saturating_sub(named));
+    Ok(c)
+}
+
+/// A running `perf stat -x, -p PID` counting system-call tracepoints in every thread of PID:
+/// a counter per call kind in the kernel, no stop per call as under strace, so the timing
+/// (and with it how often threads park, poll, or find no data) stays close to an untraced run.
+pub struct PerfCounter {
+    child: Option<Child>,
+    out: PathBuf,
+    events: Vec<(String, Vec<String>)>,
+}
+
+/// perf event file descriptors `pid` holds.
+fn perf_fds(pid: i32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    fs::read_link(e.path())
+                        .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+impl PerfCounter {
+    /// Starts `perf stat` on `pid` and waits (up to 10 s) until it holds a counter for every
+    /// event in every thread.
+    pub fn attach(pid: i32, out: &Path) -> Result<PerfCounter> {
+        let events = perf_events();
+        let child = Command::new(PERF)
+            .args(["stat", "-x", ",", "-o"])
+            .arg(out)
+            .args(events.iter().flat_map(|(_, a)| a.iter()))
+            .args(["-p", &pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context(|| format!("start {PERF} (apt-get install linux-perf)"))?;
+        let me = child.id() as i32;
+        let p = PerfCounter {
+            child: Some(child),
+            out: out.to_path_buf(),
+            events,
+        };
+        let want = tasks(pid).len() * p.events.len();
+        let attached = wait_until(Duration::from_secs(10), || perf_fds(me) >= want);
+        if !attached {
+            let why = p.detach().err().map(|e| e.0).unwrap_or_default();
+            return Err(Error(format!(
+                "perf stat -p {pid} did not open {want} counters within 10 s \
+                 (perf_event_paranoid, or no tracefs? --no-perf skips this pass) {why}"
+            )));
+        }
+        Ok(p)
+    }
+
+    /// Stops perf (SIGINT: it prints its counts and exits) and reads the counts.
+    pub fn detach(mut self) -> Result<SyscallCounts> {
+        let Some(child) = self.child.take() else {
+            return Err(Error("perf already stopped".into()));
+        };
+        // SAFETY: kill(2) of our own child, perf.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let out = child.wait_with_output().context(|| "wait for perf")?;
+        let text = fs::read_to_string(&self.out)
+            .context(|| format!("read perf output {}", self.out.display()))?;
+        perf_counts(&text, &self.events).map_err(|e| {
+            Error(format!(
+                "{e}\nperf ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        })
+    }
+}
+
+impl Drop for PerfCounter {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill(2) of our own child, perf (not yet reaped: we hold its Child).
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let _ = child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod perf_tests {
+    use super::*;
+
+    #[test]
+    fn perf_csv_is_matched_to_the_events_in_order() {
+        let events: Vec<(String, Vec<String>)> = ["raw", "accept4", "futex", "futex_op:FUTEX_WAKE"]
+            .iter()
+            .map(|l| (l.to_string(), Vec::new()))
+            .collect();
+        let text = "# started on Tue Dec  1 06:27:37 2026\n\n\
+            1000,,raw_syscalls:sys_enter,145944192,100.00,,\n\
+            10,,syscalls:sys_enter_accept4,145944192,100.00,,\n\
+            40,,syscalls:sys_enter_futex,145944192,100.00,,\n\
+            <not counted>,,syscalls:sys_enter_futex,0,100.00,,\n";
+        let c = perf_counts(text, &events).expect("parse");
+        assert_eq!(c.calls.get("accept4"), Some(&10));
+        assert_eq!(c.calls.get(PERF_OTHER), Some(&950));
+        assert_eq!(c.total(), 1000);
+        assert_eq!(c.futex_wakes(), 0);
+        assert!(perf_counts("1,,x,1,100.00,,\n", &events).is_err());
+    }
+
+    #[test]
+    fn the_event_list_counts_all_calls_first() {
+        let ev = perf_events();
+        assert_eq!(ev[0].0, "raw");
+    }
+}
