@@ -241,10 +241,11 @@ fn run(opts: Options) -> Result<bool> {
 fn run_percon(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
     let passes = opts.reps as usize * opts.mpms.len() * opts.modes.len();
     eprintln!(
-        "rworker-ab --percon: {} passes of {} requests each: untraced,{} under strace; c={} ({} MPMs × {} modes × {} reps)",
+        "rworker-ab --percon: {} passes each: untraced ({} requests),{} under strace ({} requests); c={} ({} MPMs × {} modes × {} reps)",
         passes,
-        opts.requests,
+        opts.cpu_requests,
         if opts.no_perf { "" } else { " under perf stat," },
+        opts.requests,
         opts.clients[0],
         opts.mpms.len(),
         opts.modes.len(),

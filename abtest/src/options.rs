@@ -74,6 +74,9 @@ pub struct Options {
     pub percon: bool,
     /// `--percon`: requests per measured run (`--requests`).
     pub requests: u64,
+    /// `--percon`: requests of the untraced pass (`--cpu-requests`): CPU time needs a longer
+    /// sample than counts do.
+    pub cpu_requests: u64,
     /// `--percon`: keep each strace output in `<out>/traces/` (`--keep-traces`).
     pub keep_traces: bool,
     /// `--percon`: skip the `perf stat` pass (`--no-perf`); the kinds then come from strace.
@@ -113,7 +116,8 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
                        futex operations, failed calls).
                        Defaults: --mpms worker,rworker --clients 4 --reps 5 --out bench/percon.
                        Writes results.md, results.csv (every count), summary.csv (medians).
-  --requests N         --percon: requests per measured run (default 5000)
+  --requests N         --percon: requests of the perf and strace passes (default 5000)
+  --cpu-requests N     --percon: requests of the untraced pass (CPU, ctx switches; default 20000)
   --keep-traces        --percon: keep every strace output in OUT/traces/ (several MB each)
   --no-perf            --percon: no perf stat pass (system calls by kind from strace only)
 ";
@@ -194,6 +198,7 @@ impl Options {
             quick,
             percon,
             requests: 5000,
+            cpu_requests: 20000,
             keep_traces: false,
             no_perf: false,
             command_line: std::iter::once("cargo run --release -p rworker-ab --".to_string())
@@ -212,6 +217,7 @@ impl Options {
             match flag {
                 "--quick" | "--percon" => {}
                 "--requests" => o.requests = number(flag, &value()?)?,
+                "--cpu-requests" => o.cpu_requests = number(flag, &value()?)?,
                 "--help" | "-h" => bail!("{USAGE}"),
                 "--duration" => o.duration = number(flag, &value()?)?,
                 "--warmup" => o.warmup = number(flag, &value()?)?,
@@ -270,8 +276,13 @@ impl Options {
             if self.clients.len() != 1 {
                 bail!("--percon takes one --clients value, not {:?}", self.clients);
             }
-            if !(100..=10_000_000).contains(&self.requests) {
-                bail!("--requests {}: must be 100 to 10000000", self.requests);
+            for (flag, n) in [
+                ("--requests", self.requests),
+                ("--cpu-requests", self.cpu_requests),
+            ] {
+                if !(100..=10_000_000).contains(&n) {
+                    bail!("{flag} {n}: must be 100 to 10000000");
+                }
             }
             if self.clients[0] > 25 {
                 bail!(
@@ -332,6 +343,7 @@ mod tests {
             "--percon --clients 4,8",
             "--percon --clients 26",
             "--percon --requests 10",
+            "--percon --cpu-requests 0",
             "--percon --quick",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");

@@ -200,7 +200,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 let ab = run_ab(
                     &url,
                     mode,
-                    opts.requests,
+                    opts.cpu_requests,
                     clients,
                     &logs.join(format!("ab-{m}-{rep}.txt")),
                 )?;
@@ -771,7 +771,8 @@ pub fn markdown(opts: &Options, out: &Outcome, machine: &str) -> String {
     let _ = writeln!(m, "Machine:\n\n```\n{}\n```\n", machine.trim());
     let _ = writeln!(
         m,
-        "One child ({}) serves `ab -n {} -c {}` of the 1-byte file, `close` \
+        "One child ({}) serves `ab -n {} -c {}` of the 1-byte file (`-n {}` in the untraced \
+         pass: CPU needs a longer sample than counts do), `close` \
          (`-H 'Connection: close'`: one request per connection) and `keepalive` (`ab -k`; \
          MaxKeepAliveRequests 100), after a warm-up of 500 requests in each mode. {} \
          repetitions, MPM order rotated each repetition; medians (the spread table has \
@@ -783,6 +784,7 @@ pub fn markdown(opts: &Options, out: &Outcome, machine: &str) -> String {
             .join(", "),
         opts.requests,
         opts.clients[0],
+        opts.cpu_requests,
         opts.reps,
         crate::plan::mmss(out.elapsed_s)
     );

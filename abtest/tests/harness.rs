@@ -167,7 +167,18 @@ fn matrix_measures_the_mpm_it_claims() {
 #[test]
 fn percon_counts_system_calls_per_connection() {
     let out = out_dir("percon");
-    let o = run_ab(&["--percon", "--reps", "1", "--requests", "300"], &out);
+    let o = run_ab(
+        &[
+            "--percon",
+            "--reps",
+            "1",
+            "--requests",
+            "300",
+            "--cpu-requests",
+            "300",
+        ],
+        &out,
+    );
     let all = text(&o);
     assert!(o.status.success(), "rworker-ab --percon failed\n{all}");
     for want in [
