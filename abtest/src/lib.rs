@@ -10,17 +10,25 @@
 //! check it is the MPM it claims to be, warm it up, and for each cell (connection mode × file
 //! size × clients) drive `wrk` ([`client`]) while sampling the CPU time and context switches
 //! of every httpd process ([`procstat`]); then stop it by its own pidfile. [`report`] turns the
-//! samples into a table, CSVs and [`chart`] an SVG.
+//! samples into a table, CSVs and [`chart`] an SVG; for rworker, each cell also records the
+//! `RWorkerHandoffs` / `RWorkerFutexWakes` deltas of `server-status?auto` ([`status`]).
+//!
+//! `--percon` ([`percon`]) measures instead what one connection and one request cost: one
+//! child per MPM, a fixed `ab` load, system calls by kind under `strace -f` ([`trace`]), CPU
+//! and context switches from `/proc` without it.
 
 pub mod chart;
 pub mod client;
 pub mod error;
 pub mod mpm;
 pub mod options;
+pub mod percon;
 pub mod plan;
 pub mod procstat;
 pub mod report;
 pub mod server;
 pub mod shutdown;
+pub mod status;
+pub mod trace;
 
 pub use error::{Error, Result};

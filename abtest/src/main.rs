@@ -8,7 +8,7 @@
 use rworker_ab::error::Context;
 use rworker_ab::options::Options;
 use rworker_ab::plan::{mmss, Plan};
-use rworker_ab::{chart, report, server, shutdown, Error, Result};
+use rworker_ab::{chart, percon, report, server, shutdown, Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
@@ -61,6 +61,10 @@ fn machine_info() -> String {
         ("uname -srm", "uname -srm"),
         ("apache2 -v", "/usr/sbin/apache2 -v | head -1"),
         ("wrk -v", "wrk -v 2>&1 | head -1"),
+        ("ab -V", "ab -V 2>&1 | head -1"),
+        ("strace -V", "strace -V 2>&1 | head -1"),
+        ("perf -v", "perf -v 2>&1 | head -1"),
+        ("cat /proc/loadavg (at start)", "cat /proc/loadavg"),
     ]
     .iter()
     .map(|(label, cmd)| format!("$ {label}\n{}", sh(cmd)))
@@ -145,8 +149,21 @@ fn run(opts: Options) -> Result<bool> {
             return Err(Error(format!("{tool} not found: apt-get install apache2")));
         }
     }
-    if sh("command -v wrk").is_empty() {
-        return Err(Error("wrk not found: apt-get install wrk".into()));
+    let tools: &[(&str, &str)] = match (opts.percon, opts.no_perf) {
+        (true, false) => &[
+            ("ab", "apache2-utils"),
+            ("strace", "strace"),
+            ("perf", "linux-perf (or pass --no-perf)"),
+        ],
+        (true, true) => &[("ab", "apache2-utils"), ("strace", "strace")],
+        (false, _) => &[("wrk", "wrk")],
+    };
+    for (tool, package) in tools {
+        if sh(&format!("command -v {tool}")).is_empty() {
+            return Err(Error(format!(
+                "{tool} not found: apt-get install {package}"
+            )));
+        }
     }
     let needs_rworker = opts.mpms.iter().any(|k| k.is_rworker());
     if needs_rworker && !opts.no_build && opts.rworker_so.is_none() {
@@ -173,6 +190,9 @@ fn run(opts: Options) -> Result<bool> {
         None
     };
     let so = snapshot.as_ref().map_or(built.clone(), |s| s.path.clone());
+    if opts.percon {
+        return run_percon(&opts, &so, &machine);
+    }
     let plan = Plan::new(opts);
     eprintln!(
         "rworker-ab: {} runs ({} cells × {} MPMs × {} reps, {} s each), about {} in all",
@@ -214,6 +234,35 @@ fn run(opts: Options) -> Result<bool> {
         }
         return Ok(false);
     }
+    Ok(true)
+}
+
+/// `--percon`: the per-connection cost table instead of the matrix.
+fn run_percon(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
+    let passes = opts.reps as usize * opts.mpms.len() * opts.modes.len();
+    eprintln!(
+        "rworker-ab --percon: {} passes each: untraced ({} requests),{} under strace ({} requests); c={} ({} MPMs × {} modes × {} reps)",
+        passes,
+        opts.cpu_requests,
+        if opts.no_perf { "" } else { " under perf stat," },
+        opts.requests,
+        opts.clients[0],
+        opts.mpms.len(),
+        opts.modes.len(),
+        opts.reps
+    );
+    let outcome = percon::run(opts, so, |line| eprintln!("{line}"))?;
+    let md = percon::markdown(opts, &outcome, machine);
+    let s = percon::summarise(&outcome);
+    write(&opts.out, "results.csv", &percon::results_csv(&outcome))?;
+    write(&opts.out, "summary.csv", &percon::summary_csv(&s))?;
+    let md_path = write(&opts.out, "results.md", &md)?;
+    println!("{md}");
+    eprintln!(
+        "rworker-ab --percon: done in {}; wrote {} and results.csv, summary.csv next to it",
+        mmss(outcome.elapsed_s),
+        md_path.display()
+    );
     Ok(true)
 }
 

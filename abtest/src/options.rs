@@ -69,6 +69,18 @@ pub struct Options {
     pub replot: Option<PathBuf>,
     /// The set was chosen with `--quick`.
     pub quick: bool,
+    /// `--percon`: instead of the matrix, the per-connection cost table (system calls by
+    /// kind, context switches, CPU) of one child serving a fixed number of requests.
+    pub percon: bool,
+    /// `--percon`: requests per measured run (`--requests`).
+    pub requests: u64,
+    /// `--percon`: requests of the untraced pass (`--cpu-requests`): CPU time needs a longer
+    /// sample than counts do.
+    pub cpu_requests: u64,
+    /// `--percon`: keep each strace output in `<out>/traces/` (`--keep-traces`).
+    pub keep_traces: bool,
+    /// `--percon`: skip the `perf stat` pass (`--no-perf`); the kinds then come from strace.
+    pub no_perf: bool,
     /// The command line, as given (in its `cargo run` form), for the report.
     pub command_line: String,
 }
@@ -94,6 +106,20 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --rworker-so PATH    rworker module (default target/release/libmod_mpm_rworker.so)
   --path URLPATH       request URLPATH instead of the payload file (harness self-check)
   --replot DIR         only redraw DIR/chart.svg and DIR/summary.csv from DIR/results.csv
+
+  --percon             instead of the matrix: what one connection and one request cost each
+                       MPM. One child (StartServers 1, ServerLimit 1, ThreadsPerChild 25)
+                       serves --requests requests of the 1-byte file from ab -c <clients>,
+                       per mode three times: untraced (CPU from schedstat, context switches,
+                       RWorker* keys), under perf stat (system calls by kind, futex wakes:
+                       kernel counters, little overhead), under strace -f (every call name,
+                       futex operations, failed calls).
+                       Defaults: --mpms worker,rworker --clients 4 --reps 5 --out bench/percon.
+                       Writes results.md, results.csv (every count), summary.csv (medians).
+  --requests N         --percon: requests of the perf and strace passes (default 5000)
+  --cpu-requests N     --percon: requests of the untraced pass (CPU, ctx switches; default 20000)
+  --keep-traces        --percon: keep every strace output in OUT/traces/ (several MB each)
+  --no-perf            --percon: no perf stat pass (system calls by kind from strace only)
 ";
 
 fn list<T: FromStr>(flag: &str, v: &str) -> Result<Vec<T>>
@@ -127,30 +153,54 @@ impl Options {
     /// (with [`USAGE`] for `--help`).
     pub fn parse(args: &[String]) -> Result<Options> {
         let quick = args.iter().any(|a| a == "--quick");
+        let percon = args.iter().any(|a| a == "--percon");
         let ncpu = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
         let mut o = Options {
-            mpms: MpmKind::ALL.to_vec(),
-            sizes: if quick {
+            mpms: if percon {
+                vec![MpmKind::Worker, MpmKind::Rworker]
+            } else {
+                MpmKind::ALL.to_vec()
+            },
+            sizes: if percon {
+                vec![1]
+            } else if quick {
                 vec![1, 102400]
             } else {
                 vec![1, 4096, 102400]
             },
-            clients: if quick {
+            clients: if percon {
+                vec![4]
+            } else if quick {
                 vec![50, 100]
             } else {
                 vec![50, 100, 400]
             },
-            modes: vec![ConnMode::KeepAlive, ConnMode::Close],
+            modes: if percon {
+                vec![ConnMode::Close, ConnMode::KeepAlive]
+            } else {
+                vec![ConnMode::KeepAlive, ConnMode::Close]
+            },
             duration: if quick { 2 } else { 5 },
             warmup: if quick { 1 } else { 2 },
-            reps: if quick { 2 } else { 3 },
+            reps: if percon {
+                5
+            } else if quick {
+                2
+            } else {
+                3
+            },
             threads: ncpu,
-            out: PathBuf::from("bench/ab"),
+            out: PathBuf::from(if percon { "bench/percon" } else { "bench/ab" }),
             no_build: false,
             rworker_so: None,
             path: None,
             replot: None,
             quick,
+            percon,
+            requests: 5000,
+            cpu_requests: 20000,
+            keep_traces: false,
+            no_perf: false,
             command_line: std::iter::once("cargo run --release -p rworker-ab --".to_string())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
@@ -165,7 +215,9 @@ impl Options {
                     .ok_or_else(|| Error(format!("{flag} needs a value\n\n{USAGE}")))
             };
             match flag {
-                "--quick" => {}
+                "--quick" | "--percon" => {}
+                "--requests" => o.requests = number(flag, &value()?)?,
+                "--cpu-requests" => o.cpu_requests = number(flag, &value()?)?,
                 "--help" | "-h" => bail!("{USAGE}"),
                 "--duration" => o.duration = number(flag, &value()?)?,
                 "--warmup" => o.warmup = number(flag, &value()?)?,
@@ -177,6 +229,8 @@ impl Options {
                 "--modes" => o.modes = list(flag, &value()?)?,
                 "--out" => o.out = PathBuf::from(value()?),
                 "--no-build" => o.no_build = true,
+                "--keep-traces" => o.keep_traces = true,
+                "--no-perf" => o.no_perf = true,
                 "--replot" => o.replot = Some(PathBuf::from(value()?)),
                 "--rworker-so" => o.rworker_so = Some(PathBuf::from(value()?)),
                 "--path" => {
@@ -215,6 +269,28 @@ impl Options {
         if let Some(&s) = self.sizes.iter().find(|&&s| s == 0 || s > 1 << 30) {
             bail!("--sizes {s}: must be between 1 byte and 1 GiB");
         }
+        if self.percon {
+            if self.quick {
+                bail!("--percon and --quick do not go together");
+            }
+            if self.clients.len() != 1 {
+                bail!("--percon takes one --clients value, not {:?}", self.clients);
+            }
+            for (flag, n) in [
+                ("--requests", self.requests),
+                ("--cpu-requests", self.cpu_requests),
+            ] {
+                if !(100..=10_000_000).contains(&n) {
+                    bail!("{flag} {n}: must be 100 to 10000000");
+                }
+            }
+            if self.clients[0] > 25 {
+                bail!(
+                    "--percon --clients {}: at most 25 (the one child's ThreadsPerChild)",
+                    self.clients[0]
+                );
+            }
+        }
         if self.threads == 0 {
             bail!("--threads must be at least 1");
         }
@@ -250,6 +326,28 @@ mod tests {
         assert_eq!(o.reps, 1);
         assert_eq!(o.duration, 2);
         assert_eq!(o.mpms, vec![MpmKind::Worker, MpmKind::Rworker]);
+    }
+
+    #[test]
+    fn percon_has_its_own_defaults() {
+        let o = Options::parse(&args("--percon")).expect("parse");
+        assert!(o.percon);
+        assert_eq!(o.mpms, vec![MpmKind::Worker, MpmKind::Rworker]);
+        assert_eq!((o.clients.clone(), o.requests, o.reps), (vec![4], 5000, 5));
+        assert_eq!(o.out, PathBuf::from("bench/percon"));
+        let o = Options::parse(&args("--percon --requests 500 --mpms rworker,worker,event"))
+            .expect("parse");
+        assert_eq!(o.requests, 500);
+        assert_eq!(o.mpms.len(), 3);
+        for bad in [
+            "--percon --clients 4,8",
+            "--percon --clients 26",
+            "--percon --requests 10",
+            "--percon --cpu-requests 0",
+            "--percon --quick",
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");
+        }
     }
 
     #[test]

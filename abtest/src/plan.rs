@@ -8,6 +8,7 @@ use crate::options::{ConnMode, Options};
 use crate::procstat::{self, TreeSample};
 use crate::server::{payload_path, Server};
 use crate::shutdown;
+use crate::status::{self, RworkerCounters};
 use std::path::Path;
 use std::time::Instant;
 
@@ -61,6 +62,10 @@ pub struct Sample {
     pub load1: f64,
     /// Why this run counts as failed (non-2xx, socket errors), if it does.
     pub failure: Option<String>,
+    /// rworker's `RWorkerHandoffs` / `RWorkerFutexWakes` deltas over the run, from
+    /// `server-status?auto` read before and after it (the second reading's own hand-off taken
+    /// off); `None` for the stock MPMs, which publish no such keys.
+    pub rworker: Option<RworkerCounters>,
 }
 
 impl Sample {
@@ -82,6 +87,12 @@ impl Sample {
     /// wrk CPU microseconds per request.
     pub fn client_cpu_us_per_req(&self) -> f64 {
         self.per_req(self.wrk.client_cpu_s * 1e6)
+    }
+    /// rworker's futex wakes per hand-off during the run (NaN for the stock MPMs).
+    pub fn wakes_per_handoff(&self) -> f64 {
+        self.rworker
+            .as_ref()
+            .map_or(f64::NAN, RworkerCounters::wakes_per_handoff)
     }
     /// httpd CPU as % of one core.
     pub fn httpd_cpu_pct(&self) -> f64 {
@@ -221,6 +232,12 @@ impl Plan {
                         s.cpu_us_per_req(),
                         s.wrk.p99_us,
                     );
+                    if let Some(r) = &s.rworker {
+                        line.push_str(&format!(
+                            "  {:.3} futex wakes/hand-off",
+                            r.wakes_per_handoff()
+                        ));
+                    }
                     if s.churn > 0 {
                         line.push_str(&format!("  (child churn {})", s.churn));
                     }
@@ -255,6 +272,8 @@ impl Plan {
             cell.clients
         ));
         let tick = procstat::clock_ticks_per_sec() as f64;
+        // Read before the /proc readings and after them, so its own request is not in them.
+        let status0 = status::rworker_counters(server.port);
         let host0 = procstat::host_cpu();
         let before: TreeSample = procstat::sample_tree(server.parent);
         let t = Instant::now();
@@ -269,6 +288,14 @@ impl Plan {
         let wall_s = t.elapsed().as_secs_f64();
         let after = procstat::sample_tree(server.parent);
         let host1 = procstat::host_cpu();
+        let status1 = status::rworker_counters(server.port);
+        let rworker = status0.zip(status1).map(|(a, b)| {
+            let mut d = b.since(&a);
+            // The second status request was itself accepted and handed off.
+            d.connections = d.connections.saturating_sub(1);
+            d.handoffs = d.handoffs.saturating_sub(1);
+            d
+        });
         let churn = before
             .children
             .symmetric_difference(&after.children)
@@ -299,6 +326,7 @@ impl Plan {
             host_busy_pct: 100.0 * host1.0.saturating_sub(host0.0) as f64 / host_total,
             load1: procstat::loadavg1(),
             failure: (!problems.is_empty()).then(|| problems.join("; ")),
+            rworker,
             wrk,
         })
     }

@@ -75,6 +75,58 @@ pub fn sample_tree(parent: i32) -> TreeSample {
     s
 }
 
+/// One reading of a single process (all its threads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessSample {
+    /// On-CPU nanoseconds summed over `/proc/<pid>/task/*/schedstat` (first field): the
+    /// scheduler's own accounting, exact to the nanosecond, unlike the clock ticks of `stat`.
+    pub cpu_ns: u64,
+    /// `utime + stime` from `/proc/<pid>/stat`, in clock ticks (a cross-check of `cpu_ns`).
+    pub cpu_ticks: u64,
+    /// Voluntary context switches summed over all threads.
+    pub vcsw: u64,
+    /// Involuntary context switches summed over all threads.
+    pub nvcsw: u64,
+    /// Threads it had.
+    pub threads: usize,
+}
+
+impl ProcessSample {
+    /// `self - before`, field by field (threads: the later count).
+    pub fn since(&self, before: &ProcessSample) -> ProcessSample {
+        ProcessSample {
+            cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+            cpu_ticks: self.cpu_ticks.saturating_sub(before.cpu_ticks),
+            vcsw: self.vcsw.saturating_sub(before.vcsw),
+            nvcsw: self.nvcsw.saturating_sub(before.nvcsw),
+            threads: self.threads,
+        }
+    }
+}
+
+/// Reads one process: CPU (schedstat and stat) and context switches over its threads. A
+/// thread that exits between two readings takes its counts with it; the caller compares the
+/// thread counts.
+pub fn sample_process(pid: i32) -> ProcessSample {
+    let (vcsw, nvcsw) = ctxt_switches(pid);
+    let mut s = ProcessSample {
+        cpu_ticks: procfs::cpu_ticks(pid).unwrap_or(0),
+        vcsw,
+        nvcsw,
+        ..ProcessSample::default()
+    };
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            s.threads += 1;
+            s.cpu_ns += fs::read_to_string(t.path().join("schedstat"))
+                .ok()
+                .and_then(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    s
+}
+
 /// Host-wide CPU counters from the first line of `/proc/stat`: `(busy, total)` ticks.
 pub fn host_cpu() -> (u64, u64) {
     let text = fs::read_to_string("/proc/stat").unwrap_or_default();
@@ -109,5 +161,19 @@ mod tests {
         let me = std::process::id() as i32;
         let s = sample_tree(me);
         assert!(s.vcsw + s.nvcsw > 0 || s.cpu_ticks > 0);
+    }
+
+    #[test]
+    fn own_process_cpu_in_nanoseconds() {
+        let me = std::process::id() as i32;
+        let a = sample_process(me);
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let b = sample_process(me);
+        assert!(a.threads >= 1);
+        assert!(b.since(&a).cpu_ns > 0, "{a:?} {b:?}");
     }
 }

@@ -58,6 +58,9 @@ pub struct Summary {
     pub vcsw: Stat,
     /// wrk CPU µs per request.
     pub client_cpu_us: Stat,
+    /// rworker's futex wakes per hand-off (`RWorkerFutexWakes` / `RWorkerHandoffs` deltas of
+    /// each run); `None` for the stock MPMs.
+    pub wakes_per_handoff: Option<Stat>,
     /// Non-2xx responses plus socket errors, all runs together.
     pub errors: u64,
     /// Child processes that came or went during runs, all runs together.
@@ -97,6 +100,7 @@ pub fn summarise(samples: &[Sample]) -> Table {
                 cpu_pct: stat(&|s| s.httpd_cpu_pct()),
                 vcsw: stat(&|s| s.vcsw_per_req()),
                 client_cpu_us: stat(&|s| s.client_cpu_us_per_req()),
+                wakes_per_handoff: Stat::of(runs.iter().map(|s| s.wakes_per_handoff())),
                 errors: runs
                     .iter()
                     .map(|s| s.wrk.non_2xx + s.wrk.socket_error_total())
@@ -208,8 +212,8 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
         "## rworker against the stock worker (ratios of medians)\n"
     );
     let _ = writeln!(m, "Target: req/s ratio ≥ 1.00 and CPU-µs/request ratio ≤ 1.00; **bold** = target missed in that cell.\n");
-    let _ = writeln!(m, "| cell | worker req/s | rworker req/s | rworker/worker req/s | worker CPU µs/req | rworker CPU µs/req | rworker/worker CPU/req | rworker/rworker-apr req/s | rworker/rworker-apr CPU/req |");
-    let _ = writeln!(m, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(m, "| cell | worker req/s | rworker req/s | rworker/worker req/s | worker CPU µs/req | rworker CPU µs/req | rworker/worker CPU/req | rworker/rworker-apr req/s | rworker/rworker-apr CPU/req | rworker futex wakes/hand-off |");
+    let _ = writeln!(m, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut missed = Vec::new();
     for (cell, row) in &table {
         let med = |k: MpmKind, g: fn(&Summary) -> Stat, d| {
@@ -222,7 +226,7 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
         }
         let _ = writeln!(
             m,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell_label(cell),
             med(w, rps, 0),
             med(r, rps, 0),
@@ -232,6 +236,9 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
             ratio_cell(rc, false),
             ratio_cell(ratio(row, r, a, rps), true),
             ratio_cell(ratio(row, r, a, cpu), false),
+            row.get(&r)
+                .and_then(|s| s.wakes_per_handoff)
+                .map_or("–".into(), |w| f(w.median, 3)),
         );
     }
     if o.mpms.contains(&w) && o.mpms.contains(&r) {
@@ -248,8 +255,11 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
         }
     }
     let _ = writeln!(m, "## All MPMs: median (min–max) over repetitions\n");
-    let _ = writeln!(m, "| cell | MPM | req/s | p50 ms | p99 ms | httpd CPU µs/req | httpd %CPU | httpd vol. ctx sw/req | wrk CPU µs/req | errors | child churn |");
-    let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(m, "| cell | MPM | req/s | p50 ms | p99 ms | httpd CPU µs/req | httpd %CPU | httpd vol. ctx sw/req | rworker futex wakes/hand-off | wrk CPU µs/req | errors | child churn |");
+    let _ = writeln!(
+        m,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for (cell, row) in &table {
         for (mpm, s) in row {
             let ms = |st: Stat| Stat {
@@ -259,7 +269,7 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
             };
             let _ = writeln!(
                 m,
-                "| {} | {mpm} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {mpm} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 cell_label(cell),
                 range(&s.rps, 0),
                 f(ms(s.p50_us).median, 2),
@@ -267,13 +277,16 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
                 range(&s.cpu_us, 1),
                 f(s.cpu_pct.median, 0),
                 f(s.vcsw.median, 2),
+                s.wakes_per_handoff
+                    .as_ref()
+                    .map_or("–".into(), |w| range(w, 3)),
                 f(s.client_cpu_us.median, 1),
                 s.errors,
                 s.churn,
             );
         }
     }
-    let _ = writeln!(m, "\nhttpd CPU = utime+stime of the parent and every child from /proc/<pid>/stat (plus the parent's cutime+cstime for reaped children), before/after each run; context switches = voluntary_ctxt_switches over /proc/<pid>/task/*/status; wrk CPU from wait4(2) rusage. Per-run values are in results.csv, medians in summary.csv, chart.svg plots req/s and CPU µs/request.\n");
+    let _ = writeln!(m, "\nhttpd CPU = utime+stime of the parent and every child from /proc/<pid>/stat (plus the parent's cutime+cstime for reaped children), before/after each run; context switches = voluntary_ctxt_switches over /proc/<pid>/task/*/status; futex wakes/hand-off = rworker's RWorkerFutexWakes / RWorkerHandoffs from server-status?auto, read before and after each run (the stock MPMs publish no such keys: –); wrk CPU from wait4(2) rusage. Per-run values are in results.csv, medians in summary.csv, chart.svg plots req/s and CPU µs/request.\n");
     let _ = writeln!(m, "## Failures\n");
     if out.failures.is_empty() {
         let _ = writeln!(m, "None: no non-2xx response, no socket error, no crash.\n");
@@ -319,13 +332,21 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
 /// One CSV row per run.
 pub fn samples_csv(samples: &[Sample]) -> String {
     let mut c = String::from(
-        "mpm,mode,size_bytes,clients,rep,requests,req_per_s,p50_us,p99_us,non_2xx,sock_connect,sock_read,sock_write,sock_timeout,wall_s,httpd_cpu_s,httpd_cpu_us_per_req,httpd_cpu_pct,vcsw,nvcsw,vcsw_per_req,wrk_cpu_s,wrk_cpu_us_per_req,child_churn,host_busy_pct,load1,failure\n",
+        "mpm,mode,size_bytes,clients,rep,requests,req_per_s,p50_us,p99_us,non_2xx,sock_connect,sock_read,sock_write,sock_timeout,wall_s,httpd_cpu_s,httpd_cpu_us_per_req,httpd_cpu_pct,vcsw,nvcsw,vcsw_per_req,wrk_cpu_s,wrk_cpu_us_per_req,child_churn,host_busy_pct,load1,failure,rworker_handoffs,rworker_futex_wakes,rworker_wakes_per_handoff\n",
     );
     for s in samples {
+        let rw = s.rworker.as_ref().map_or(",,".into(), |r| {
+            format!(
+                "{},{},{:.4}",
+                r.handoffs,
+                r.futex_wakes,
+                r.wakes_per_handoff()
+            )
+        });
         let e = s.wrk.socket_errors;
         let _ = writeln!(
             c,
-            "{},{},{},{},{},{},{:.2},{:.1},{:.1},{},{},{},{},{},{:.3},{:.3},{:.2},{:.1},{},{},{:.3},{:.3},{:.2},{},{:.1},{:.2},{}",
+            "{},{},{},{},{},{},{:.2},{:.1},{:.1},{},{},{},{},{},{:.3},{:.3},{:.2},{:.1},{},{},{:.3},{:.3},{:.2},{},{:.1},{:.2},{},{}",
             s.mpm,
             s.cell.mode.label(),
             s.cell.size,
@@ -353,6 +374,7 @@ pub fn samples_csv(samples: &[Sample]) -> String {
             s.host_busy_pct,
             s.load1,
             s.failure.as_deref().unwrap_or("").replace([',', '\n'], ";"),
+            rw,
         );
     }
     c
@@ -361,14 +383,14 @@ pub fn samples_csv(samples: &[Sample]) -> String {
 /// One CSV row per cell and MPM: medians, ranges and the ratios to the stock worker.
 pub fn summary_csv(table: &Table) -> String {
     let mut c = String::from(
-        "mode,size_bytes,clients,mpm,runs,req_per_s_median,req_per_s_min,req_per_s_max,p50_us_median,p99_us_median,cpu_us_per_req_median,cpu_us_per_req_min,cpu_us_per_req_max,httpd_cpu_pct_median,vcsw_per_req_median,wrk_cpu_us_per_req_median,errors,child_churn,req_per_s_vs_worker,cpu_per_req_vs_worker\n",
+        "mode,size_bytes,clients,mpm,runs,req_per_s_median,req_per_s_min,req_per_s_max,p50_us_median,p99_us_median,cpu_us_per_req_median,cpu_us_per_req_min,cpu_us_per_req_max,httpd_cpu_pct_median,vcsw_per_req_median,wrk_cpu_us_per_req_median,errors,child_churn,req_per_s_vs_worker,cpu_per_req_vs_worker,rworker_wakes_per_handoff_median\n",
     );
     for (cell, row) in table {
         for (mpm, s) in row {
             let opt = |r: Option<f64>| r.map_or(String::new(), |r| format!("{r:.3}"));
             let _ = writeln!(
                 c,
-                "{},{},{},{},{},{:.2},{:.2},{:.2},{:.1},{:.1},{:.2},{:.2},{:.2},{:.1},{:.3},{:.2},{},{},{},{}",
+                "{},{},{},{},{},{:.2},{:.2},{:.2},{:.1},{:.1},{:.2},{:.2},{:.2},{:.1},{:.3},{:.2},{},{},{},{},{}",
                 cell.mode.label(),
                 cell.size,
                 cell.clients,
@@ -389,6 +411,8 @@ pub fn summary_csv(table: &Table) -> String {
                 s.churn,
                 opt(ratio(row, *mpm, MpmKind::Worker, |s| s.rps)),
                 opt(ratio(row, *mpm, MpmKind::Worker, |s| s.cpu_us)),
+                s.wakes_per_handoff
+                    .map_or(String::new(), |w| format!("{:.4}", w.median)),
             );
         }
     }
@@ -426,6 +450,16 @@ pub fn samples_from_csv(text: &str) -> crate::Result<Vec<Sample>> {
                 .map_err(|e| Error(format!("results.csv line {}: {name} {v:?}: {e}", i + 2)))
         };
         let failure = get("failure")?;
+        // Older results.csv files have no rworker columns; empty cells: a stock MPM.
+        let opt_num = |name: &str| -> Option<u64> { get(name).ok()?.parse().ok() };
+        let rworker = match (opt_num("rworker_handoffs"), opt_num("rworker_futex_wakes")) {
+            (Some(handoffs), Some(futex_wakes)) => Some(crate::status::RworkerCounters {
+                connections: handoffs,
+                handoffs,
+                futex_wakes,
+            }),
+            _ => None,
+        };
         let wrk = crate::client::WrkResult {
             requests: num("requests")? as u64,
             rps: num("req_per_s")?,
@@ -457,6 +491,7 @@ pub fn samples_from_csv(text: &str) -> crate::Result<Vec<Sample>> {
             host_busy_pct: num("host_busy_pct")?,
             load1: num("load1")?,
             failure: (!failure.is_empty()).then(|| failure.to_string()),
+            rworker,
             wrk,
         });
     }
@@ -504,6 +539,11 @@ mod tests {
             host_busy_pct: 90.0,
             load1: 3.5,
             failure: Some("1 non-2xx, x".into()),
+            rworker: Some(crate::status::RworkerCounters {
+                connections: 40,
+                handoffs: 40,
+                futex_wakes: 10,
+            }),
         };
         let back = samples_from_csv(&samples_csv(std::slice::from_ref(&s))).expect("parse back");
         assert_eq!(back.len(), 1);
@@ -513,5 +553,25 @@ mod tests {
         assert_eq!(b.wrk.socket_errors, [0, 2, 0, 0]);
         assert!((b.cpu_us_per_req() - 250.0).abs() < 1e-9);
         assert_eq!(b.failure.as_deref(), Some("1 non-2xx; x"));
+        assert!((b.wakes_per_handoff() - 0.25).abs() < 1e-12);
+        // A stock MPM's row (empty rworker cells) and a results.csv from before those columns.
+        let stock = Sample {
+            rworker: None,
+            mpm: MpmKind::Worker,
+            ..s.clone()
+        };
+        let csv = samples_csv(&[stock]);
+        assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",,")));
+        let back = samples_from_csv(&csv).expect("parse back");
+        assert!(back[0].rworker.is_none() && back[0].wakes_per_handoff().is_nan());
+        let old: String = csv
+            .lines()
+            .map(|l| l.rsplitn(4, ',').last().unwrap_or("").to_string() + "\n")
+            .collect();
+        assert!(!old.contains("rworker_handoffs"));
+        assert_eq!(samples_from_csv(&old).expect("old csv").len(), 1);
+        let t = summarise(&back);
+        let row = t.values().next().expect("one cell");
+        assert!(row[&MpmKind::Worker].wakes_per_handoff.is_none());
     }
 }

@@ -71,6 +71,34 @@ fn fill(template: &str, root: &Path, port: u16, so: &Path) -> String {
         .replace("@RWORKER_SO@", &so.display().to_string())
 }
 
+/// Replaces the value of each top-level directive named in `overrides` (`("ThreadsPerChild",
+/// "25")`): the line `Name old-value` becomes `Name new-value`. Every name must occur exactly
+/// once in `conf`, so that a renamed template line cannot silently leave the old value in place.
+pub fn override_directives(conf: &str, overrides: &[(&str, String)]) -> Result<String> {
+    let mut out = String::with_capacity(conf.len());
+    let mut seen = vec![0usize; overrides.len()];
+    for line in conf.lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        match overrides
+            .iter()
+            .position(|(n, _)| n.eq_ignore_ascii_case(name) && line.starts_with(name))
+        {
+            Some(i) => {
+                seen[i] += 1;
+                out.push_str(&format!("{} {}", overrides[i].0, overrides[i].1));
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    for ((name, _), n) in overrides.iter().zip(seen) {
+        if n != 1 {
+            bail!("config override {name}: the template has {n} top-level {name} lines, not 1");
+        }
+    }
+    Ok(out)
+}
+
 /// Is this error-log line worth showing (warn or error), though not a crash?
 pub fn is_warning_line(line: &str) -> bool {
     line.contains(":warn]") || line.contains(":error]")
@@ -112,6 +140,19 @@ impl Server {
     /// starts it with `apache2 -k start`; waits until the pidfile's parent runs and the port
     /// answers. Does not check what MPM it runs: see [`Server::verify`].
     pub fn launch(kind: MpmKind, sizes: &[u64], rworker_so: &Path) -> Result<Server> {
+        Server::launch_with(kind, sizes, rworker_so, &[])
+    }
+
+    /// [`Server::launch`] with some directives of the shared `common.conf` changed (see
+    /// [`override_directives`]): the same change for every MPM, so their configs still differ
+    /// only in the MPM lines.
+    pub fn launch_with(
+        kind: MpmKind,
+        sizes: &[u64],
+        rworker_so: &Path,
+        overrides: &[(&str, String)],
+    ) -> Result<Server> {
+        let common = override_directives(COMMON_TEMPLATE, overrides)?;
         if kind.is_rworker() && !rworker_so.is_file() {
             bail!(
                 "rworker module {} not found: build it with cargo build --release -p rworker \
@@ -141,7 +182,7 @@ impl Server {
             server.port = free_port().map_err(|e| Error(e.to_string()))?;
             fs::write(
                 root.join("common.conf"),
-                fill(COMMON_TEMPLATE, &root, server.port, rworker_so),
+                fill(&common, &root, server.port, rworker_so),
             )
             .context(|| "write common.conf")?;
             fs::write(
@@ -180,7 +221,17 @@ impl Server {
 
     /// [`Server::launch`] then [`Server::verify`]; on a failed check the server is stopped.
     pub fn start(kind: MpmKind, sizes: &[u64], rworker_so: &Path) -> Result<(Server, String)> {
-        let mut s = Server::launch(kind, sizes, rworker_so)?;
+        Server::start_with(kind, sizes, rworker_so, &[])
+    }
+
+    /// [`Server::launch_with`] then [`Server::verify`]; on a failed check the server is stopped.
+    pub fn start_with(
+        kind: MpmKind,
+        sizes: &[u64],
+        rworker_so: &Path,
+        overrides: &[(&str, String)],
+    ) -> Result<(Server, String)> {
+        let mut s = Server::launch_with(kind, sizes, rworker_so, overrides)?;
         match s.verify(kind) {
             Ok(what) => Ok((s, what)),
             Err(e) => {
@@ -317,6 +368,27 @@ mod tests {
         assert!(is_warning_line(
             "[mpm_worker:error] [pid 1] AH00286: server reached MaxRequestWorkers"
         ));
+    }
+
+    #[test]
+    fn overrides_replace_exactly_one_top_level_line() {
+        let o = |n: &'static str, v: &str| (n, v.to_string());
+        let conf = override_directives(
+            COMMON_TEMPLATE,
+            &[o("StartServers", "1"), o("ThreadsPerChild", "25")],
+        )
+        .expect("both directives are in common.conf");
+        assert!(conf.lines().any(|l| l == "StartServers 1"));
+        assert!(conf.lines().any(|l| l == "ThreadsPerChild 25"));
+        assert!(!conf.contains("ThreadsPerChild         50"));
+        assert_eq!(conf.lines().count(), COMMON_TEMPLATE.lines().count());
+        // A comment mentioning a directive is not the directive; a missing one is an error.
+        assert!(override_directives(
+            "# StartServers 3\nStartServers 2\n",
+            &[o("StartServers", "1")]
+        )
+        .is_ok_and(|c| c == "# StartServers 3\nStartServers 1\n"));
+        assert!(override_directives(COMMON_TEMPLATE, &[o("NoSuchDirective", "1")]).is_err());
     }
 
     #[test]

@@ -131,10 +131,25 @@ fn matrix_measures_the_mpm_it_claims() {
             );
             assert_eq!(num("non_2xx"), 0.0);
             assert_eq!(r[col("failure")], "");
+            // rworker publishes its hand-off counters; the stock worker has none (empty).
+            if mpm == "worker" {
+                assert_eq!(r[col("rworker_handoffs")], "", "{csv}");
+                assert_eq!(r[col("rworker_wakes_per_handoff")], "", "{csv}");
+            } else {
+                assert!(
+                    num("rworker_handoffs") > 0.0,
+                    "{mpm} {mode}: no hand-offs\n{csv}"
+                );
+                assert!(
+                    num("rworker_wakes_per_handoff") >= 0.0,
+                    "{mpm} {mode}: no wakes per hand-off\n{csv}"
+                );
+            }
         }
     }
     let md = fs::read_to_string(out.join("results.md")).expect("results.md");
     assert!(md.contains("rworker/worker req/s"), "{md}");
+    assert!(md.contains("rworker futex wakes/hand-off"), "{md}");
     let svg = fs::read_to_string(out.join("chart.svg")).expect("chart.svg");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     // Every server it started is gone, and so is its ServerRoot.
@@ -144,6 +159,69 @@ fn matrix_measures_the_mpm_it_claims() {
         let left = processes_naming(root);
         assert!(left.is_empty(), "server left running: {left:?}");
         assert!(!Path::new(root).exists(), "ServerRoot {root} left behind");
+    }
+    let _ = fs::remove_dir_all(&out);
+}
+
+/// `--percon`: one child per MPM, strace attached to every thread, the table written.
+#[test]
+fn percon_counts_system_calls_per_connection() {
+    let out = out_dir("percon");
+    let o = run_ab(
+        &[
+            "--percon",
+            "--reps",
+            "1",
+            "--requests",
+            "300",
+            "--cpu-requests",
+            "300",
+        ],
+        &out,
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "rworker-ab --percon failed\n{all}");
+    for want in [
+        "verified ServerMPM: worker",
+        "rworker: Atomic queue",
+        "(one child, pid ",
+    ] {
+        assert!(all.contains(want), "missing {want:?}\n{all}");
+    }
+    let md = fs::read_to_string(out.join("results.md")).expect("results.md");
+    let row = |label: &str| -> Vec<String> {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {label} |")))
+            .unwrap_or_else(|| panic!("no {label} row\n{md}"))
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .filter(|c| !c.is_empty())
+            .collect()
+    };
+    // Columns: worker close, rworker close, ratio, then keep-alive per request and per
+    // connection. One accept4 and one shutdown per `Connection: close` connection, for both
+    // (ab may open up to c-1 connections more than it sends requests, as it stops: 1%).
+    let about_one = |c: &str| c.parse::<f64>().is_ok_and(|x| (x - 1.0).abs() <= 0.011);
+    for label in ["accept4", "shutdown"] {
+        let r = row(label);
+        assert!(about_one(&r[1]) && about_one(&r[2]), "{label}: {r:?}\n{md}");
+    }
+    // The untraced pass: CPU and context switches for both, RWorker* keys for rworker only.
+    let cpu = row("CPU µs (schedstat)");
+    assert!(cpu[1].parse::<f64>().is_ok_and(|x| x > 0.0), "{md}");
+    assert!(cpu[2].parse::<f64>().is_ok_and(|x| x > 0.0), "{md}");
+    let handoffs = row("RWorkerHandoffs");
+    assert_eq!(handoffs[1], "–", "{md}");
+    assert!(about_one(&handoffs[2]), "{handoffs:?}\n{md}");
+    let csv = fs::read_to_string(out.join("results.csv")).expect("results.csv");
+    assert!(csv.contains("strace,worker,close,1,300,300,"), "{csv}");
+    assert!(csv.contains(",futex_op:FUTEX_WAKE_PRIVATE,"), "{csv}");
+    assert!(fs::read_to_string(out.join("summary.csv")).is_ok_and(|s| s.lines().count() > 10));
+    // Nothing left behind: no server, no ServerRoot, no strace attached.
+    for root in server_roots(&all) {
+        let left = processes_naming(&root);
+        assert!(left.is_empty(), "server left running: {left:?}");
+        assert!(!Path::new(&root).exists(), "ServerRoot {root} left behind");
     }
     let _ = fs::remove_dir_all(&out);
 }
