@@ -293,6 +293,14 @@ fn foreground_serves_then_exits_on(sig: i32) {
         opts.effective_threads_per_child() as usize + 2,
         "tasks of the -X process"
     );
+    // mod_status counts the -X process's workers (its scoreboard slot carries its pid).
+    let st = s.server_status_auto();
+    assert_eq!(
+        st.busy() + st.idle(),
+        opts.effective_threads_per_child() as usize,
+        "workers server-status counts for -X: {:?}",
+        st.0
+    );
     // SAFETY: kill(2) on the apache2 -X process this test spawned.
     unsafe { libc::kill(pid, sig) };
     let st = s.wait_foreground_exit(Duration::from_secs(5));

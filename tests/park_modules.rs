@@ -71,13 +71,21 @@ fn start() -> Option<(Server, u16, tempfile::TempDir)> {
 /// curl with `args` over `urls` (one connection where it can); one `-w` line per URL.
 fn curl(args: &[&str], urls: &[String]) -> Vec<String> {
     let mut cmd = Command::new("curl");
-    cmd.args(["-s", "-k", "-w", "%{http_version} %{http_code} %{num_connects}\\n"])
-        .args(args);
+    cmd.args([
+        "-s",
+        "-k",
+        "-w",
+        "%{http_version} %{http_code} %{num_connects}\\n",
+    ])
+    .args(args);
     for u in urls {
         cmd.args(["-o", "/dev/null", u]);
     }
     let out = cmd.output().expect("run curl");
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 #[test]

@@ -52,7 +52,7 @@ impl MainThread {
         self.run_child_stopping(code == 0);
         drop(self.pchild.take());
         if settings::get().one_process {
-            // -X: the slot was never registered with a pid; free it as the reaper would.
+            // -X: nobody reaps this process; free its slot as the reaper would.
             // (The pidfile stays: privileges are dropped, as with the stock MPM.)
             scoreboard::free_slot(0);
         }

@@ -66,6 +66,9 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
     status::ensure_rows(token, r, st.server_limit);
 
     if one_process {
+        // -X: this process serves from slot 0; record it there so that mod_status counts
+        // its workers (the child's exit frees the slot again).
+        scoreboard::claim_slot(0, std::process::id() as sys::pid_t, r.my_generation(), 0);
         r.set_mpm_state(sys::AP_MPMQ_RUNNING as c_int);
         child::main(token, pconf, 0, 0);
     }
