@@ -133,8 +133,11 @@ fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_se
     let mut last = None;
     let parked = wait_until(Duration::from_secs(5), || {
         let st = s.server_status_auto();
-        let ok = st.num("ConnsAsyncKeepAlive") == idle as u64
-            && (idle as u64..=idle as u64 + 2).contains(&st.num("ConnsTotal"))
+        // The status requests' own connections (closed by the client, parked until the
+        // listener sees the close) may add a few.
+        let idle = idle as u64;
+        let ok = (idle..=idle + 4).contains(&st.num("ConnsAsyncKeepAlive"))
+            && (idle..=idle + 6).contains(&st.num("ConnsTotal"))
             && !st.scoreboard().contains('K');
         last = Some(st);
         ok

@@ -54,10 +54,7 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
     let park = std::env::var("RWORKER_TEST_KEEPALIVE").is_ok_and(|m| m == "park");
     let handoffs = delta(&after, &before, "RWorkerHandoffs");
     if park {
-        assert!(
-            handoffs > n,
-            "{handoffs} hand-offs for {n} + 1 connections"
-        );
+        assert!(handoffs > n, "{handoffs} hand-offs for {n} + 1 connections");
     } else {
         assert_eq!(
             handoffs,

@@ -18,6 +18,7 @@ pub fn colour(k: MpmKind) -> &'static str {
         MpmKind::Event => "#009e73",
         MpmKind::RworkerApr => "#e69f00",
         MpmKind::Rworker => "#d55e00",
+        MpmKind::RworkerPark => "#cc79a7",
     }
 }
 

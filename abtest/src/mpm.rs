@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
 
-/// One of the four configurations the A/B matrix compares.
+/// One of the configurations the A/B matrix compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MpmKind {
     /// Debian's stock worker MPM (`mod_mpm_worker.so`): the reference.
@@ -15,15 +15,18 @@ pub enum MpmKind {
     RworkerApr,
     /// rworker with its own atomics-based queue (`RWorkerQueue atomic`, the default).
     Rworker,
+    /// rworker parking idle connections in its listener (`RWorkerKeepAlive park`).
+    RworkerPark,
 }
 
 impl MpmKind {
     /// All kinds, in the order tables and charts list them.
-    pub const ALL: [MpmKind; 4] = [
+    pub const ALL: [MpmKind; 5] = [
         MpmKind::Worker,
         MpmKind::Event,
         MpmKind::RworkerApr,
         MpmKind::Rworker,
+        MpmKind::RworkerPark,
     ];
 
     /// The name used on the command line, in CSVs and tables.
@@ -33,6 +36,7 @@ impl MpmKind {
             MpmKind::Event => "event",
             MpmKind::RworkerApr => "rworker-apr",
             MpmKind::Rworker => "rworker",
+            MpmKind::RworkerPark => "rworker-park",
         }
     }
 
@@ -43,12 +47,16 @@ impl MpmKind {
             MpmKind::Event => include_str!("../../apache-conf/ab/event.conf.in"),
             MpmKind::RworkerApr => include_str!("../../apache-conf/ab/rworker-apr.conf.in"),
             MpmKind::Rworker => include_str!("../../apache-conf/ab/rworker.conf.in"),
+            MpmKind::RworkerPark => include_str!("../../apache-conf/ab/rworker-park.conf.in"),
         }
     }
 
     /// Whether the template loads rworker's module (and so needs its `.so` path).
     pub fn is_rworker(self) -> bool {
-        matches!(self, MpmKind::RworkerApr | MpmKind::Rworker)
+        matches!(
+            self,
+            MpmKind::RworkerApr | MpmKind::Rworker | MpmKind::RworkerPark
+        )
     }
 
     /// What `server-status?auto` must show as `ServerMPM:`.
@@ -56,7 +64,7 @@ impl MpmKind {
         match self {
             MpmKind::Worker => "worker",
             MpmKind::Event => "event",
-            MpmKind::RworkerApr | MpmKind::Rworker => "rworker",
+            MpmKind::RworkerApr | MpmKind::Rworker | MpmKind::RworkerPark => "rworker",
         }
     }
 
@@ -64,7 +72,7 @@ impl MpmKind {
     pub fn queue_log(self) -> Option<&'static str> {
         match self {
             MpmKind::RworkerApr => Some("rworker: Apr queue"),
-            MpmKind::Rworker => Some("rworker: Atomic queue"),
+            MpmKind::Rworker | MpmKind::RworkerPark => Some("rworker: Atomic queue"),
             MpmKind::Worker | MpmKind::Event => None,
         }
     }
@@ -84,7 +92,7 @@ impl FromStr for MpmKind {
             .find(|k| k.label() == s.trim())
             .ok_or_else(|| {
                 Error(format!(
-                    "unknown MPM {s:?}: expected one of worker, event, rworker-apr, rworker"
+                    "unknown MPM {s:?}: expected one of worker, event, rworker-apr, rworker, rworker-park"
                 ))
             })
     }

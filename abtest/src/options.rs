@@ -79,6 +79,9 @@ pub struct Options {
     pub cpu_requests: u64,
     /// `--percon`: keep each strace output in `<out>/traces/` (`--keep-traces`).
     pub keep_traces: bool,
+    /// `--max-workers N`: MaxRequestWorkers N in children of 25 threads, all started (the
+    /// default config has 500 threads, more than any client count).
+    pub max_workers: Option<u32>,
     /// `--percon`: skip the `perf stat` pass (`--no-perf`); the kinds then come from strace.
     pub no_perf: bool,
     /// The command line, as given (in its `cargo run` form), for the report.
@@ -96,7 +99,9 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --duration S         seconds of load per run (default 5)
   --warmup S           seconds of warm-up after each server start (default 2; quick 1)
   --reps N             repetitions, interleaved across MPMs (default 3)
-  --mpms LIST          worker,event,rworker-apr,rworker (default all four)
+  --mpms LIST          worker,event,rworker-apr,rworker,rworker-park (default all five)
+  --max-workers N      MaxRequestWorkers N (a multiple of 25) in N/25 children of 25
+                       threads, all started, for every MPM alike (default: 10 x 50)
   --sizes LIST         payload sizes in bytes (default 1,4096,102400)
   --clients LIST       concurrent connections (default 50,100,400)
   --modes LIST         keepalive,close (default both)
@@ -197,6 +202,7 @@ impl Options {
             replot: None,
             quick,
             percon,
+            max_workers: None,
             requests: 5000,
             cpu_requests: 20000,
             keep_traces: false,
@@ -227,6 +233,15 @@ impl Options {
                 "--sizes" => o.sizes = list(flag, &value()?)?,
                 "--clients" => o.clients = list(flag, &value()?)?,
                 "--modes" => o.modes = list(flag, &value()?)?,
+                "--max-workers" => {
+                    let n: u32 = value()?
+                        .parse()
+                        .map_err(|_| Error("--max-workers takes a number".into()))?;
+                    if n < 25 || n % 25 != 0 || n > 25 * 64 {
+                        bail!("--max-workers {n}: must be a multiple of 25 from 25 to 1600");
+                    }
+                    o.max_workers = Some(n);
+                }
                 "--out" => o.out = PathBuf::from(value()?),
                 "--no-build" => o.no_build = true,
                 "--keep-traces" => o.keep_traces = true,
@@ -312,9 +327,22 @@ mod tests {
     }
 
     #[test]
+    fn max_workers_is_a_multiple_of_25() {
+        let o = Options::parse(&args("--max-workers 150")).expect("parse");
+        assert_eq!(o.max_workers, Some(150));
+        assert_eq!(
+            crate::plan::worker_limit(150)[0],
+            ("StartServers", "6".to_string())
+        );
+        for bad in ["--max-workers 10", "--max-workers 160", "--max-workers x"] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
     fn defaults_are_the_full_matrix() {
         let o = Options::parse(&[]).expect("defaults parse");
-        assert_eq!(o.mpms.len(), 4);
+        assert_eq!(o.mpms.len(), 5);
         assert_eq!(o.sizes, vec![1, 4096, 102400]);
         assert_eq!(o.clients, vec![50, 100, 400]);
         assert_eq!(o.reps, 3);

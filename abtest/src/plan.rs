@@ -194,7 +194,8 @@ impl Plan {
                 if shutdown::interrupted() {
                     return Err(Error("interrupted".into()));
                 }
-                let (mut server, what) = Server::start(mpm, &o.sizes, rworker_so)?;
+                let overrides = o.max_workers.map(worker_limit).unwrap_or_default();
+                let (mut server, what) = Server::start_with(mpm, &o.sizes, rworker_so, &overrides)?;
                 let line = format!(
                     "rep {}/{} {mpm}: started pid {} on port {} (ServerRoot {}); verified {what}",
                     rep + 1,
@@ -330,4 +331,18 @@ impl Plan {
             wrk,
         })
     }
+}
+
+/// What `--max-workers n` changes in `common.conf`, for every MPM alike: `n / 25` children
+/// of 25 threads, all started; idle maintenance neither forks nor retires during a run.
+pub fn worker_limit(n: u32) -> Vec<(&'static str, String)> {
+    let children = (n / 25).max(1).to_string();
+    vec![
+        ("StartServers", children.clone()),
+        ("ServerLimit", children),
+        ("ThreadsPerChild", "25".into()),
+        ("MaxRequestWorkers", n.to_string()),
+        ("MinSpareThreads", "25".into()),
+        ("MaxSpareThreads", n.to_string()),
+    ]
 }

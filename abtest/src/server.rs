@@ -415,6 +415,7 @@ mod tests {
             let extra: Vec<&String> = l[1..l.len() - 1].iter().collect();
             match k {
                 MpmKind::RworkerApr => assert_eq!(extra, vec!["RWorkerQueue apr"]),
+                MpmKind::RworkerPark => assert_eq!(extra, vec!["RWorkerKeepAlive park"]),
                 _ => assert!(extra.is_empty(), "{k}: {extra:?}"),
             }
         }

@@ -7,8 +7,12 @@ use std::os::unix::io::RawFd;
 /// What a registration waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interest {
-    /// Readable (or hung up): level-triggered, for listening sockets and the wake fd.
+    /// Readable (or hung up): level-triggered, for the wake fd.
     ReadLevel,
+    /// Readable, level-triggered, and only one of the epoll sets that wait on the same
+    /// socket is woken (`EPOLLEXCLUSIVE`): for listening sockets that every child polls.
+    /// Such a registration cannot be modified, only deleted and added again.
+    ReadExclusive,
     /// Readable once: a parked connection waiting for its next request or the client's FIN.
     ReadOnce,
     /// Writable once: a parked connection waiting to write.
@@ -21,6 +25,7 @@ impl Interest {
     fn events(self) -> u32 {
         let e = match self {
             Interest::ReadLevel => libc::EPOLLIN,
+            Interest::ReadExclusive => libc::EPOLLIN | libc::EPOLLEXCLUSIVE,
             Interest::ReadOnce => libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT,
             Interest::WriteOnce => libc::EPOLLOUT | libc::EPOLLONESHOT,
             Interest::None => 0,
