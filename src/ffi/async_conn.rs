@@ -12,6 +12,7 @@ use std::os::unix::io::RawFd;
 use std::ptr::{self, NonNull};
 use std::time::Duration;
 
+use crate::ffi::conn::create_conn_rec;
 use crate::ffi::pool::Pool;
 use crate::ffi::socket::ClientSocket;
 use crate::ffi::thread::CurrentThread;
@@ -75,30 +76,14 @@ impl AsyncConn {
         id: c_long,
     ) -> Result<AsyncConn, Pool> {
         let p = ptrans.as_ptr();
-        // SAFETY: ptrans and sock are ours alone (sock was accepted into ptrans); the
-        // core's hooks take them as event's process_socket passes them; cs is zeroed
-        // memory in ptrans, which outlives the conn_rec.
+        // SAFETY: ptrans and sock are ours alone (sock was accepted into ptrans) and the
+        // value owns ptrans for the connection's life; the core's hooks take them as
+        // event's process_socket passes them; cs lives in ptrans too.
         unsafe {
-            let mut sbh: *mut sys::ap_sb_handle_t = ptr::null_mut();
-            sys::ap_create_sb_handle(&mut sbh, p, slot, t);
-            let ba = sys::apr_bucket_alloc_create(p);
-            let c = sys::ap_run_create_connection(
-                p,
-                sys::ap_server_conf,
-                sock.as_ptr(),
-                id,
-                sbh as *mut c_void,
-                ba,
-            );
-            let Some(c) = NonNull::new(c) else {
+            let Some((c, sbh)) = create_conn_rec(p, &sock, slot, t, id) else {
                 return Err(ptrans);
             };
-            let size = std::mem::size_of::<sys::conn_state_t>();
-            let cs = sys::apr_palloc(p, size as _) as *mut sys::conn_state_t;
-            if !cs.is_null() {
-                ptr::write_bytes(cs as *mut u8, 0, size);
-            }
-            let Some(cs) = NonNull::new(cs) else {
+            let Some(cs) = new_conn_state(p) else {
                 return Err(ptrans);
             };
             let cp = c.as_ptr();
@@ -109,8 +94,6 @@ impl AsyncConn {
             if rc != sys::OK as c_int && rc != sys::DONE {
                 (*cp).aborted = 1;
             }
-            (*cs.as_ptr()).state = sys::conn_state_e_CONN_STATE_PROCESSING;
-            (*cs.as_ptr()).sense = sys::conn_sense_e_CONN_SENSE_DEFAULT;
             Ok(AsyncConn {
                 c,
                 cs,
@@ -372,6 +355,22 @@ impl AsyncConn {
     }
 }
 
+/// A connection state in `pool`: PROCESSING, default sense.
+///
+/// # Safety
+/// `pool` is a live pool that the calling thread holds and that outlives the connection.
+unsafe fn new_conn_state(pool: *mut sys::apr_pool_t) -> Option<NonNull<sys::conn_state_t>> {
+    let size = std::mem::size_of::<sys::conn_state_t>();
+    // SAFETY: the caller's contract; the memory is written in full before use.
+    unsafe {
+        let cs = NonNull::new(sys::apr_palloc(pool, size as _) as *mut sys::conn_state_t)?;
+        ptr::write_bytes(cs.as_ptr() as *mut u8, 0, size);
+        (*cs.as_ptr()).state = sys::conn_state_e_CONN_STATE_PROCESSING;
+        (*cs.as_ptr()).sense = sys::conn_sense_e_CONN_SENSE_DEFAULT;
+        Some(cs)
+    }
+}
+
 /// A secondary connection (an h2 stream's `conn_rec`, `c->master` set) starts as a copy
 /// of its primary, `c->cs` included, so a worker serving the stream would write the
 /// primary's state while the primary is parked. Give it a state of its own, as event's
@@ -383,12 +382,8 @@ unsafe extern "C" fn secondary_state(c: *mut sys::conn_rec, _csd: *mut c_void) -
     unsafe {
         let m = (*c).master;
         if !m.is_null() && ((*c).cs.is_null() || (*c).cs == (*m).cs) {
-            let size = std::mem::size_of::<sys::conn_state_t>();
-            let cs = sys::apr_palloc((*c).pool, size as _) as *mut sys::conn_state_t;
-            if !cs.is_null() {
-                ptr::write_bytes(cs as *mut u8, 0, size);
-                (*cs).state = sys::conn_state_e_CONN_STATE_PROCESSING;
-                (*c).cs = cs;
+            if let Some(cs) = new_conn_state((*c).pool) {
+                (*c).cs = cs.as_ptr();
             }
         }
     }

@@ -19,6 +19,38 @@ pub struct Connection<'p> {
     _ptrans: std::marker::PhantomData<&'p mut Pool>,
 }
 
+/// The core's connection for `sock` in `ptrans` (`p`), scored in (`slot`, `thread`) with id
+/// `id`: a scoreboard handle, a bucket allocator, `ap_run_create_connection`. None when a
+/// create_connection hook refused it (the core then closed the socket).
+///
+/// # Safety
+/// `p` is a live pool that the caller holds exclusively and that outlives the connection;
+/// `sock` was accepted into it; `slot` and `thread` are the calling worker's indexes.
+pub(crate) unsafe fn create_conn_rec(
+    p: *mut sys::apr_pool_t,
+    sock: &ClientSocket,
+    slot: c_int,
+    thread: c_int,
+    id: std::os::raw::c_long,
+) -> Option<(NonNull<sys::conn_rec>, *mut sys::ap_sb_handle_t)> {
+    // SAFETY: the caller's contract; the core's hooks take these as httpd's own MPMs pass
+    // them.
+    unsafe {
+        let mut sbh: *mut sys::ap_sb_handle_t = ptr::null_mut();
+        sys::ap_create_sb_handle(&mut sbh, p, slot, thread);
+        let ba = sys::apr_bucket_alloc_create(p);
+        let c = sys::ap_run_create_connection(
+            p,
+            sys::ap_server_conf,
+            sock.as_ptr(),
+            id,
+            sbh as *mut c_void,
+            ba,
+        );
+        NonNull::new(c).map(|c| (c, sbh))
+    }
+}
+
 impl<'p> Connection<'p> {
     /// Creates the connection for `sock` in `ptrans`, scored in (`slot`, `thread`) with
     /// connection id `id`; `None` when a create_connection hook refused it (the core then
@@ -30,24 +62,10 @@ impl<'p> Connection<'p> {
         thread: c_int,
         id: std::os::raw::c_long,
     ) -> Option<Connection<'p>> {
-        let p = ptrans.as_ptr();
-        // SAFETY: ptrans and sock are live and ours alone (sock was accepted into ptrans);
-        // slot and thread are this worker's scoreboard indexes; the core's hooks take them
-        // as httpd's own worker passes them.
-        let c = unsafe {
-            let mut sbh: *mut sys::ap_sb_handle_t = ptr::null_mut();
-            sys::ap_create_sb_handle(&mut sbh, p, slot, thread);
-            let ba = sys::apr_bucket_alloc_create(p);
-            sys::ap_run_create_connection(
-                p,
-                sys::ap_server_conf,
-                sock.as_ptr(),
-                id,
-                sbh as *mut c_void,
-                ba,
-            )
-        };
-        NonNull::new(c).map(|c| Connection {
+        // SAFETY: ptrans is borrowed exclusively for the connection's life; sock was
+        // accepted into it; slot and thread are this worker's scoreboard indexes.
+        let (c, _) = unsafe { create_conn_rec(ptrans.as_ptr(), sock, slot, thread, id)? };
+        Some(Connection {
             c,
             _ptrans: std::marker::PhantomData,
         })
