@@ -30,6 +30,21 @@ pub enum Job {
     Close(AsyncConn),
 }
 
+impl Job {
+    /// Closes the job's connection unserved (an immediate stop, a queue that refused it);
+    /// returns its pool, cleared.
+    pub fn close_unserved(self) -> Pool {
+        match self {
+            Job::New(conn) => conn.drop_unserved(),
+            Job::Resume(c) | Job::Close(c) => {
+                let mut pool = c.close(true);
+                pool.clear();
+                pool
+            }
+        }
+    }
+}
+
 /// One child's hand-off (see the module doc).
 // One value per child, created once and never moved: the padded atomic variant's size
 // costs nothing, while boxing it would add an indirection to every hand-off.

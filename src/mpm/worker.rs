@@ -239,20 +239,10 @@ impl Worker {
 
     /// An immediate stop: closes the job's connection unserved.
     fn drop_unserved(&self, job: Job) -> Option<Pool> {
-        match job {
-            Job::New(conn) => {
-                if let Some(p) = &self.rt.parking {
-                    p.closed();
-                }
-                Some(conn.drop_unserved())
-            }
-            Job::Resume(c) | Job::Close(c) => {
-                if let Some(p) = &self.rt.parking {
-                    p.closed();
-                }
-                Some(cleared(c.close(true)))
-            }
+        if let Some(p) = &self.rt.parking {
+            p.closed();
         }
+        Some(job.close_unserved())
     }
 }
 

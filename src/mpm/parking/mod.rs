@@ -362,13 +362,7 @@ impl ParkingListener<'_> {
                 }
                 Err(job) => {
                     self.rt.counters.remove(Counter::Handoffs, 1);
-                    match job {
-                        Job::New(c) => {
-                            self.parking.closed();
-                            self.recycle(c.drop_unserved());
-                        }
-                        Job::Resume(c) | Job::Close(c) => self.close_here(c),
-                    }
+                    self.close_job(job);
                 }
             }
         }
@@ -441,6 +435,13 @@ impl ParkingListener<'_> {
         self.recycle(pool);
     }
 
+    /// Closes a job's connection unserved and recycles its pool.
+    fn close_job(&mut self, job: Job) {
+        self.parking.closed();
+        let pool = job.close_unserved();
+        self.recycle(pool);
+    }
+
     fn recycle(&mut self, pool: Pool) {
         self.rt.handoff.recycle(pool);
     }
@@ -491,14 +492,7 @@ impl ParkingListener<'_> {
             }
         }
         while let Some(job) = self.ready.pop_front() {
-            match job {
-                Job::New(c) => {
-                    self.parking.closed();
-                    let pool = c.drop_unserved();
-                    self.recycle(pool);
-                }
-                Job::Resume(c) | Job::Close(c) => self.close_here(c),
-            }
+            self.close_job(job);
         }
         drop(self.ptrans.take());
         self.publish();
