@@ -116,16 +116,22 @@ fn rworker_only() -> bool {
     true
 }
 
-#[test]
-fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_served() {
+/// The parking server of these tests, settled; None for a stock MPM.
+fn start() -> Option<Server> {
     if !rworker_only() {
-        return;
+        return None;
     }
     let s = Server::start(opts());
     assert!(
         s.wait_settled(Duration::from_secs(15)),
         "server did not settle"
     );
+    Some(s)
+}
+
+#[test]
+fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_served() {
+    let Some(s) = start() else { return };
     let idle = 2000;
     let mut conns = idle_connections(&s, idle);
 
@@ -178,14 +184,7 @@ fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_se
 
 #[test]
 fn idle_connections_survive_load_and_a_graceful_restart_loses_nothing() {
-    if !rworker_only() {
-        return;
-    }
-    let s = Server::start(opts());
-    assert!(
-        s.wait_settled(Duration::from_secs(15)),
-        "server did not settle"
-    );
+    let Some(s) = start() else { return };
     let mut conns = idle_connections(&s, 1000);
 
     // ab -c 100 meanwhile: no failure, and no idle connection closed early.

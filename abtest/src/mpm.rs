@@ -98,5 +98,13 @@ impl FromStr for MpmKind {
     }
 }
 
+/// The MPM order of repetition `rep` (from 0): `mpms` rotated by one each repetition, so
+/// A/B/A/B drift cancels.
+pub fn rotated(mpms: &[MpmKind], rep: u32) -> Vec<MpmKind> {
+    (0..mpms.len())
+        .map(|i| mpms[(i + rep as usize) % mpms.len()])
+        .collect()
+}
+
 /// The shared config template (`apache-conf/ab/common.conf.in`).
 pub const COMMON_TEMPLATE: &str = include_str!("../../apache-conf/ab/common.conf.in");

@@ -121,13 +121,6 @@ pub struct Outcome {
     pub elapsed_s: f64,
 }
 
-/// The MPM order of repetition `rep` (from 0): rotated by one each repetition.
-fn order(mpms: &[MpmKind], rep: u32) -> Vec<MpmKind> {
-    (0..mpms.len())
-        .map(|i| mpms[(i + rep as usize) % mpms.len()])
-        .collect()
-}
-
 /// The one child of `parent` (waits up to 10 s for it).
 fn only_child(parent: i32) -> Result<i32> {
     let mut kids = Default::default();
@@ -164,7 +157,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
     let ov = overrides();
     let clients = opts.clients[0];
     for rep in 0..opts.reps {
-        for mpm in order(&opts.mpms, rep) {
+        for mpm in crate::mpm::rotated(&opts.mpms, rep) {
             if shutdown::interrupted() {
                 return Err(Error("interrupted".into()));
             }

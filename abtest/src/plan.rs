@@ -172,10 +172,7 @@ impl Plan {
     /// The MPM order of repetition `rep` (from 0): rotated by one each repetition, so no MPM
     /// always runs first (right after a build) or last.
     pub fn order(&self, rep: u32) -> Vec<MpmKind> {
-        let n = self.opts.mpms.len();
-        (0..n)
-            .map(|i| self.opts.mpms[(i + rep as usize) % n])
-            .collect()
+        crate::mpm::rotated(&self.opts.mpms, rep)
     }
 
     /// Runs the matrix. `progress` gets one line per run and per server start. A server that
