@@ -46,13 +46,6 @@ impl Pool {
         self.0.as_ptr()
     }
 
-    /// Creates a subpool of `parent` tagged `tag` (shown by pool debugging).
-    /// Errors: the APR status when APR cannot allocate.
-    pub fn create_sub(parent: &Pool, tag: &'static CStr) -> Result<Pool, i32> {
-        // SAFETY: a `Pool` is live while borrowed.
-        unsafe { create_sub_raw(parent.as_ptr(), tag) }
-    }
-
     /// Runs the pool's cleanups and frees its memory for reuse (`apr_pool_clear`).
     pub fn clear(&mut self) {
         // SAFETY: the pool is live and `&mut self` is the only way to it.
