@@ -33,12 +33,13 @@
 //! covers are passed on by hand-ons, one scheduling hop each. Where waiters sleep long (an httpd
 //! child's idle workers) that tripled the median latency of `close` requests in the A/B test, so
 //! there a waker that relied on the token but sees more items queued than wakes in flight issues
-//! one more, untracked wake ([`SeqWord::wake_one_more`], gated by the caller). An untracked wake
-//! is always safe: its wakee leaves `wait` like any other, taking the token back and
-//! re-checking.
+//! one more, untracked wake ([`SeqWord::wake_uncovered`], gated by the caller), and so does a
+//! popper handing a wake on. Those wakes are counted in `in_flight` before they are issued, so
+//! two threads that see the same uncovered item do not both wake for it. An untracked wake is
+//! always safe: its wakee leaves `wait` like any other, taking the token back and re-checking.
 
-use crate::sync::{fence, AtomicU32, AtomicUsize, Ordering};
-use std::sync::atomic::{AtomicI64, AtomicU64 as StatCounter, Ordering as StatOrdering};
+use crate::sync::{fence, AtomicIsize, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64 as StatCounter, Ordering as StatOrdering};
 
 /// Wake token: no wake in flight.
 const TOKEN_FREE: u32 = 0;
@@ -85,13 +86,26 @@ pub(crate) struct SeqWord {
     /// loom only: where modelled sleepers wait.
     #[cfg(loom)]
     cond: loom::sync::Condvar,
-    /// Estimate of the wakes in flight: threads a `FUTEX_WAKE` took out of the kernel's queue
-    /// that have not left [`SeqWord::wait`] yet (wakers add what the call reports, leavers woken
-    /// by it subtract one, so it may dip below zero for a moment). Only
-    /// [`SeqWord::wake_one_more`] reads it, to skip an extra wake that in-flight wakes already
-    /// cover; no correctness argument uses it, so it is a plain std atomic that loom does not
-    /// model, like the statistics below.
-    in_flight: AtomicI64,
+    /// Wakes in flight: threads a wake took, or is about to take, out of the kernel's queue
+    /// that have not yet left [`SeqWord::wait`]. A waker may skip a wake because of this
+    /// count ([`SeqWord::wake_uncovered`]), so it must not promise re-checks that will not
+    /// happen. Each unit is one of:
+    /// (a) a woken thread not yet past the decrement in `wait`; its caller re-checks after
+    ///     it (SeqCst on both sides: a reader that saw the unit precedes the decrement, hence
+    ///     the re-check, in the total order);
+    /// (b) a reservation made just before a single wake's system call (`wake_one`,
+    ///     `wake_uncovered`): it becomes (a) if the call woke someone, and is taken back if
+    ///     the call found nobody in the kernel. A thread that skipped its wake because of such
+    ///     a reservation is still covered: the call found nobody, so every thread that sleeps
+    ///     after it compares the word after the items the skipper saw were queued (their
+    ///     pushes bumped after publishing), and either its own re-check saw them or its sleep
+    ///     returns at once; a thread asleep before the call would have been woken by it.
+    ///     (The loom models pass with and without a second wake after taking a reservation
+    ///     back; README, mutation table.)
+    /// `wake_all` adds what its call reported *after* it, so its wakees may be subtracted
+    /// first: the count may dip below the truth (even below zero) for a moment, which only
+    /// costs an extra wake.
+    in_flight: AtomicIsize,
     /// Times a thread went to sleep on this word (statistics only; plain std atomics, not
     /// modelled by loom, and never read by the algorithm).
     parks: StatCounter,
@@ -105,7 +119,7 @@ impl SeqWord {
             word: AtomicU32::new(0),
             parked: AtomicUsize::new(0),
             waking: AtomicU32::new(TOKEN_FREE),
-            in_flight: AtomicI64::new(0),
+            in_flight: AtomicIsize::new(0),
             #[cfg(loom)]
             asleep: loom::sync::Mutex::new(SleepQueue::default()),
             #[cfg(loom)]
@@ -148,7 +162,9 @@ impl SeqWord {
         self.parked.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if self.sleep(seen) {
-            self.in_flight.fetch_sub(1, StatOrdering::Relaxed);
+            // SeqCst: see `in_flight`; the caller's re-check comes after this in the total
+            // order (the token swap below and the caller's loads are SeqCst too).
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
         // Take the token back, whatever woke us: if it was in flight for us, the next waker may
         // wake again; if a waker relied on it, our caller's re-check (which comes after this
@@ -248,13 +264,17 @@ impl SeqWord {
         }
     }
 
-    /// `FUTEX_WAKE` for up to `n` sleepers; returns how many were woken. Counts the call in
-    /// `wakes` and the woken in `in_flight`.
+    /// `FUTEX_WAKE` for up to `n` sleepers (`wake_all`); returns how many were woken. Counts
+    /// the call in `wakes` and, after it, the woken in `in_flight` (an undercount until then;
+    /// see there).
     fn futex_wake(&self, n: u32) -> u32 {
         self.wakes.fetch_add(1, StatOrdering::Relaxed);
         let woken = self.futex_wake_call(n);
-        self.in_flight
-            .fetch_add(i64::from(woken), StatOrdering::Relaxed);
+        // SeqCst: `in_flight` is read in the SeqCst handshakes of `wake_uncovered`.
+        self.in_flight.fetch_add(
+            isize::try_from(woken).unwrap_or(isize::MAX),
+            Ordering::SeqCst,
+        );
         woken
     }
 
@@ -294,7 +314,7 @@ impl SeqWord {
     /// Wakes at most one sleeper: one system call, skipped when no thread is inside `wait` or
     /// when another wake is in flight (see the module doc). The caller has already bumped.
     /// Returns `true` when it relied on a wake in flight instead of waking: the caller may
-    /// still want [`SeqWord::wake_one_more`] if that wake cannot cover all its work.
+    /// still want [`SeqWord::wake_uncovered`] if that wake cannot cover all its work.
     pub(crate) fn wake_one(&self) -> bool {
         loop {
             if !self.anyone_parked() {
@@ -303,7 +323,9 @@ impl SeqWord {
             if !self.take_token() {
                 return true;
             }
-            if self.futex_wake(1) == 1 {
+            // SeqCst: a reservation, see `in_flight`.
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            if self.wake_reserved() {
                 // The woken thread takes the token back in `wait`.
                 return false;
             }
@@ -317,21 +339,53 @@ impl SeqWord {
         }
     }
 
-    /// An extra wake beside the token, for a waker that relied on a wake in flight although
-    /// `work` items wait (its own included) and one in-flight wake takes only one of them.
-    /// Without it the items would be taken by a chain of hand-ons, one scheduling hop each:
-    /// with the token alone, a listener accepting a burst of connections for parked workers
-    /// tripled the median latency of `close` requests in the A/B test. Issues one `FUTEX_WAKE`
-    /// unless no thread is inside `wait` or the wakes in flight already number `work`.
+    /// Wakes one sleeper for queued work that the wakes in flight do not cover, beside the
+    /// token: `work` items wait.
+    /// Two callers: a push that relied on a wake in flight while more items wait than that
+    /// wake takes (without it they would go to a chain of hand-ons, one scheduling hop each:
+    /// that tripled the median latency of `close` requests in the A/B test), and a popper
+    /// handing a wake on for the items it leaves behind.
     ///
-    /// Always safe: the token protocol alone delivers every wake (see `wake_one`), and a thread
-    /// this wakes re-checks and takes the token back like any other leaver of `wait`.
-    pub(crate) fn wake_one_more(&self, work: usize) {
-        let covered = i64::try_from(work).unwrap_or(i64::MAX);
-        if self.in_flight.load(StatOrdering::Relaxed) >= covered || !self.anyone_parked() {
+    /// The wake is reserved in `in_flight` *before* the system call, by a CAS that succeeds
+    /// only from below `work`: of two threads that see the same uncovered item (the listener
+    /// pushing a burst, a woken worker handing on), one wakes and the other sees it covered.
+    /// Without the reservation both woke, and one wakee found nothing: 0.2 futile wakes per
+    /// hand-off at `close` c=100. The caller has already bumped the word.
+    ///
+    /// Always safe to issue: its wakee re-checks and takes the token back like any leaver of
+    /// `wait`.
+    pub(crate) fn wake_uncovered(&self, work: usize) {
+        let work = isize::try_from(work).unwrap_or(isize::MAX);
+        if !self.anyone_parked() {
             return;
         }
-        let _ = self.futex_wake(1);
+        // SeqCst: the reservation is ordered with every other reader of the count (see
+        // `in_flight`); failure: we only learn that the work is covered.
+        let reserved = self
+            .in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < work).then_some(n + 1)
+            })
+            .is_ok();
+        if !reserved {
+            return;
+        }
+        // Nobody asleep in the kernel: the threads counted in `parked` are entering (they see
+        // the caller's bump) or leaving, and re-check either way.
+        let _ = self.wake_reserved();
+    }
+
+    /// One `FUTEX_WAKE` for one sleeper, counted in `wakes`, for a wake the caller already
+    /// reserved in `in_flight`; takes the reservation back if the call found nobody (see
+    /// `in_flight`, (b)). Returns whether it woke a thread.
+    fn wake_reserved(&self) -> bool {
+        self.wakes.fetch_add(1, StatOrdering::Relaxed);
+        if self.futex_wake_call(1) == 1 {
+            return true;
+        }
+        // SeqCst: see `in_flight`.
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        false
     }
 
     /// Wakes every sleeper (one system call, skipped when no thread is inside `wait`).
@@ -428,7 +482,7 @@ mod tests {
     }
 
     #[test]
-    fn one_more_wake_only_for_work_that_wakes_in_flight_do_not_cover() {
+    fn an_uncovered_wake_only_for_work_that_wakes_in_flight_do_not_cover() {
         let w = Arc::new(SeqWord::new());
         let seen = w.load();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
@@ -443,12 +497,12 @@ mod tests {
         wait_asleep(tid_rx.recv().unwrap());
         // A wake in flight (token taken, one thread counted out of the kernel's queue).
         assert!(w.take_token());
-        w.in_flight.fetch_add(1, StatOrdering::Relaxed);
+        w.in_flight.fetch_add(1, Ordering::SeqCst);
         w.bump();
         assert!(w.wake_one(), "relies on the wake in flight");
-        w.wake_one_more(1);
+        w.wake_uncovered(1);
         assert_eq!(w.stats().wakes, 0, "one item, one wake in flight: covered");
-        w.wake_one_more(2);
+        w.wake_uncovered(2);
         assert_eq!(
             w.stats().wakes,
             1,
@@ -459,7 +513,7 @@ mod tests {
             "it left holding the relied-on token"
         );
         assert_eq!(
-            w.in_flight.load(StatOrdering::Relaxed),
+            w.in_flight.load(Ordering::SeqCst),
             1,
             "its own wake was added and subtracted; the simulated one remains"
         );

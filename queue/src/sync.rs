@@ -6,9 +6,13 @@
 //! wrapped; loom's `UnsafeCell` has a closure-based API, which [`UnsafeCell`] mirrors for std.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicUsize,
+};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicUsize,
+};
 
 pub(crate) use std::sync::atomic::Ordering;
 
