@@ -20,10 +20,17 @@ pub fn free_port() -> io::Result<u16> {
 mod tests {
     use super::*;
 
+    /// The contract is "free a moment ago": a parallel test's client connection may take the
+    /// same ephemeral port before we bind it (seen once in CI), so one of a few tries must bind.
     #[test]
     fn a_free_port_can_be_bound() {
-        let p = free_port().expect("free port");
-        assert_ne!(p, 0);
-        TcpListener::bind(("127.0.0.1", p)).expect("bind the port found");
+        let errors: Vec<io::Error> = (0..5)
+            .map_while(|_| {
+                let p = free_port().expect("free port");
+                assert_ne!(p, 0);
+                TcpListener::bind(("127.0.0.1", p)).err()
+            })
+            .collect();
+        assert!(errors.len() < 5, "no port found was bindable: {errors:?}");
     }
 }
