@@ -121,6 +121,25 @@ pub struct Outcome {
     pub elapsed_s: f64,
 }
 
+/// One ab run while a tool counts the child's system calls: ab's result, the counts, and
+/// ab's wall time. `detach` stops the tool after [`SETTLE`] (the last connections' closes
+/// land in the count), and runs even when ab failed, so the tool never stays attached.
+fn counted_run(
+    url: &str,
+    mode: ConnMode,
+    requests: u64,
+    clients: u32,
+    ab_log: &Path,
+    detach: impl FnOnce() -> Result<SyscallCounts>,
+) -> Result<(AbResult, SyscallCounts, f64)> {
+    let t = Instant::now();
+    let ab = run_ab(url, mode, requests, clients, ab_log);
+    let wall_s = t.elapsed().as_secs_f64();
+    std::thread::sleep(SETTLE);
+    let counts = detach()?;
+    Ok((ab?, counts, wall_s))
+}
+
 /// The one child of `parent` (waits up to 10 s for it).
 fn only_child(parent: i32) -> Result<i32> {
     let mut kids = Default::default();
@@ -245,18 +264,14 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 if !opts.no_perf {
                     let perf_file = logs.join(format!("perf-{m}-{rep}.txt"));
                     let counter = PerfCounter::attach(child, &perf_file)?;
-                    let t = Instant::now();
-                    let ab = run_ab(
+                    let (ab, counts, wall_s) = counted_run(
                         &url,
                         mode,
                         opts.requests,
                         clients,
                         &logs.join(format!("ab-perf-{m}-{rep}.txt")),
-                    );
-                    let wall_s = t.elapsed().as_secs_f64();
-                    std::thread::sleep(SETTLE);
-                    let counts = counter.detach()?;
-                    let ab = ab?;
+                        || counter.detach(),
+                    )?;
                     same_child(&server, child, threads, "the perf pass")?;
                     let conns = Per::Conn.units(mode, &ab);
                     progress(&format!(
@@ -283,18 +298,14 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 // 3. Under strace.
                 let trace_file = logs.join(format!("strace-{m}-{rep}.txt"));
                 let tracer = Tracer::attach(child, &trace_file)?;
-                let t = Instant::now();
-                let ab = run_ab(
+                let (ab, counts, wall_s) = counted_run(
                     &url,
                     mode,
                     opts.requests,
                     clients,
                     &logs.join(format!("ab-strace-{m}-{rep}.txt")),
-                );
-                let wall_s = t.elapsed().as_secs_f64();
-                std::thread::sleep(SETTLE);
-                let counts = tracer.detach()?;
-                let ab = ab?;
+                    || tracer.detach(),
+                )?;
                 if opts.keep_traces {
                     let dir = opts.out.join("traces");
                     let kept = dir.join(format!("strace-{mpm}-{m}-{}.txt", rep + 1));

@@ -134,10 +134,69 @@ fn tracer_of(pid: i32, tid: i32) -> Option<i32> {
 }
 
 /// A running `strace -f -qq -s 0 -o FILE -p PID`, attached to every thread of PID.
+/// A tracing tool (strace, perf stat) attached to a process, writing to a file: ended with
+/// SIGINT, by [`Attached::stop`] or, on an error path, on drop, so that it never stays
+/// attached to the server.
+struct Attached {
+    /// The tool, until `stop` (or drop) ends it.
+    child: Option<Child>,
+    /// Its output file.
+    out: PathBuf,
+    /// Its name, for messages.
+    tool: &'static str,
+}
+
+impl Attached {
+    /// Spawns `cmd` (whose output file is `out`); `install` says how to get the tool.
+    fn spawn(mut cmd: Command, tool: &'static str, out: &Path, install: &str) -> Result<Attached> {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context(|| format!("start {tool} ({install})"))?;
+        Ok(Attached {
+            child: Some(child),
+            out: out.to_path_buf(),
+            tool,
+        })
+    }
+
+    /// The tool's pid.
+    fn pid(&self) -> i32 {
+        self.child.as_ref().map_or(0, |c| c.id() as i32)
+    }
+
+    /// SIGINT (the tool detaches, writes what it has and exits), then its exit status and
+    /// stderr, and the text of its output file.
+    fn stop(&mut self) -> Result<(std::process::Output, String)> {
+        let Some(child) = self.child.take() else {
+            return Err(Error(format!("{} already stopped", self.tool)));
+        };
+        // SAFETY: kill(2) of our own child, not yet reaped: we held its Child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let out = child
+            .wait_with_output()
+            .context(|| format!("wait for {}", self.tool))?;
+        let text = fs::read_to_string(&self.out)
+            .context(|| format!("read {} output {}", self.tool, self.out.display()))?;
+        Ok((out, text))
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill(2) of our own child, not yet reaped: we hold its Child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let _ = child.wait();
+        }
+    }
+}
+
 pub struct Tracer {
     /// strace, until [`Tracer::detach`] (or drop) ends it.
-    child: Option<Child>,
-    out: PathBuf,
+    strace: Attached,
     pid: i32,
 }
 
@@ -145,21 +204,13 @@ impl Tracer {
     /// Starts strace on `pid` and waits (up to 10 s) until every thread of `pid` names it as
     /// its tracer, so that nothing the load does is missed.
     pub fn attach(pid: i32, out: &Path) -> Result<Tracer> {
-        let child = Command::new(STRACE)
-            .args(["-f", "-qq", "-s", "0", "-o"])
+        let mut cmd = Command::new(STRACE);
+        cmd.args(["-f", "-qq", "-s", "0", "-o"])
             .arg(out)
-            .args(["-p", &pid.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context(|| format!("start {STRACE} (apt-get install strace)"))?;
-        let me = child.id() as i32;
-        let t = Tracer {
-            child: Some(child),
-            out: out.to_path_buf(),
-            pid,
-        };
+            .args(["-p", &pid.to_string()]);
+        let strace = Attached::spawn(cmd, STRACE, out, "apt-get install strace")?;
+        let me = strace.pid();
+        let t = Tracer { strace, pid };
         let attached = wait_until(Duration::from_secs(10), || {
             let tids = tasks(pid);
             !tids.is_empty() && tids.iter().all(|&tid| tracer_of(pid, tid) == Some(me))
@@ -177,14 +228,7 @@ impl Tracer {
     /// Detaches (SIGINT to strace, which detaches from every thread and exits) and counts
     /// the trace.
     pub fn detach(mut self) -> Result<SyscallCounts> {
-        let Some(child) = self.child.take() else {
-            return Err(Error("strace already detached".into()));
-        };
-        // SAFETY: kill(2) of our own child, strace.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let out = child.wait_with_output().context(|| "wait for strace")?;
-        let text = fs::read_to_string(&self.out)
-            .context(|| format!("read strace output {}", self.out.display()))?;
+        let (out, text) = self.strace.stop()?;
         let counts = count_trace(&text);
         if counts.total() == 0 {
             return Err(Error(format!(
@@ -195,17 +239,6 @@ impl Tracer {
             )));
         }
         Ok(counts)
-    }
-}
-
-impl Drop for Tracer {
-    fn drop(&mut self) {
-        // An error path: strace must not stay attached to the server.
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: kill(2) of our own child, strace (not yet reaped: we hold its Child).
-            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-            let _ = child.wait();
-        }
     }
 }
 
@@ -387,8 +420,8 @@ fn perf_counts(text: &str, events: &[(String, Vec<String>)]) -> Result<SyscallCo
 /// a counter per call kind in the kernel, no stop per call as under strace, so the timing
 /// (and with it how often threads park, poll, or find no data) stays close to an untraced run.
 pub struct PerfCounter {
-    child: Option<Child>,
-    out: PathBuf,
+    /// perf stat, until [`PerfCounter::detach`] (or drop) ends it.
+    perf: Attached,
     events: Vec<(String, Vec<String>)>,
 }
 
@@ -411,22 +444,14 @@ impl PerfCounter {
     /// event in every thread.
     pub fn attach(pid: i32, out: &Path) -> Result<PerfCounter> {
         let events = perf_events();
-        let child = Command::new(PERF)
-            .args(["stat", "-x", ",", "-o"])
+        let mut cmd = Command::new(PERF);
+        cmd.args(["stat", "-x", ",", "-o"])
             .arg(out)
             .args(events.iter().flat_map(|(_, a)| a.iter()))
-            .args(["-p", &pid.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context(|| format!("start {PERF} (apt-get install linux-perf)"))?;
-        let me = child.id() as i32;
-        let p = PerfCounter {
-            child: Some(child),
-            out: out.to_path_buf(),
-            events,
-        };
+            .args(["-p", &pid.to_string()]);
+        let perf = Attached::spawn(cmd, PERF, out, "apt-get install linux-perf")?;
+        let me = perf.pid();
+        let p = PerfCounter { perf, events };
         let want = tasks(pid).len() * p.events.len();
         let attached = wait_until(Duration::from_secs(10), || perf_fds(me) >= want);
         if !attached {
@@ -441,14 +466,7 @@ impl PerfCounter {
 
     /// Stops perf (SIGINT: it prints its counts and exits) and reads the counts.
     pub fn detach(mut self) -> Result<SyscallCounts> {
-        let Some(child) = self.child.take() else {
-            return Err(Error("perf already stopped".into()));
-        };
-        // SAFETY: kill(2) of our own child, perf.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let out = child.wait_with_output().context(|| "wait for perf")?;
-        let text = fs::read_to_string(&self.out)
-            .context(|| format!("read perf output {}", self.out.display()))?;
+        let (out, text) = self.perf.stop()?;
         perf_counts(&text, &self.events).map_err(|e| {
             Error(format!(
                 "{e}\nperf ({}): {}",
@@ -456,16 +474,6 @@ impl PerfCounter {
                 String::from_utf8_lossy(&out.stderr).trim()
             ))
         })
-    }
-}
-
-impl Drop for PerfCounter {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: kill(2) of our own child, perf (not yet reaped: we hold its Child).
-            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-            let _ = child.wait();
-        }
     }
 }
 
