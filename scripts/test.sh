@@ -31,6 +31,14 @@ if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
         --test serve --test lifecycle --test load --test status -- --test-threads 2
 fi
 
+# And with the listener thread's hand-off (RWorkerAccept listener; the default lets idle
+# workers accept where the child has one listening socket, as in these tests).
+if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
+    echo "== the same serving and lifecycle tests with RWorkerAccept listener"
+    RWORKER_TEST_ACCEPT=listener cargo test --release --no-fail-fast \
+        --test serve --test lifecycle --test load --test status -- --test-threads 2
+fi
+
 if [[ -f queue/loom.sh ]]; then
     echo "== loom model checks (queue/loom.sh)"
     bash queue/loom.sh

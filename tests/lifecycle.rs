@@ -290,7 +290,7 @@ fn foreground_serves_then_exits_on(sig: i32) {
     assert_eq!(s.processes(), vec![pid], "-X must not fork");
     assert_eq!(
         task_count(pid),
-        opts.effective_threads_per_child() as usize + 2,
+        s.tasks_per_child(),
         "tasks of the -X process"
     );
     // mod_status counts the -X process's workers (its scoreboard slot carries its pid).

@@ -1180,12 +1180,13 @@ fn bad_values_are_clamped_with_the_stock_workers_warnings() {
         );
         let kids = s.children();
         assert!(!kids.is_empty(), "{name}: no children");
+        let tasks = tpc + 1 + s.has_listener_thread() as usize;
         let settled = wait_until(Duration::from_secs(10), || {
-            s.children().iter().all(|&c| task_count(c) == tpc + 2)
+            s.children().iter().all(|&c| task_count(c) == tasks)
         });
         assert!(
             settled,
-            "{name}: tasks per child {:?}, expected ThreadsPerChild {tpc} + 2",
+            "{name}: expected {tasks} tasks per child (ThreadsPerChild {tpc}), found {:?}",
             s.children()
                 .iter()
                 .map(|&c| task_count(c))
@@ -1317,7 +1318,10 @@ fn server_and_thread_limit_changes_wait_for_a_full_stop() {
     assert!(log.contains("not allowed during restart"), "{log}");
     let settled = wait_until(Duration::from_secs(10), || {
         let kids = s.children();
-        !kids.is_empty() && kids.iter().all(|&c| task_count(c) == 16 + 2)
+        !kids.is_empty()
+            && kids
+                .iter()
+                .all(|&c| task_count(c) == 16 + 1 + s.has_listener_thread() as usize)
     });
     assert!(
         settled,

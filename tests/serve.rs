@@ -164,11 +164,10 @@ fn parent_runs_as_root_children_as_www_data() {
         "children of {parent}: {kids:?}"
     );
     let www = uid_of_user("www-data");
-    let tpc = opts.effective_threads_per_child() as usize;
     for &c in &kids {
         assert_eq!(uid_of(c), www, "child {c} should run as www-data");
-        // Main thread + listener + ThreadsPerChild workers.
-        assert_eq!(task_count(c), tpc + 2, "tasks of child {c}");
+        // Main thread + listener (unless the workers accept) + ThreadsPerChild workers.
+        assert_eq!(task_count(c), s.tasks_per_child(), "tasks of child {c}");
     }
 }
 
@@ -249,4 +248,78 @@ fn scoreboard_length_follows_max_request_workers() {
         "Scoreboard {:?}",
         st2.scoreboard()
     );
+}
+
+/// `RWorkerAccept`: with one Listen the idle workers accept for themselves (no listener
+/// thread, no hand-off through the fdqueue); with a second Listen, or with `RWorkerAccept
+/// listener`, the listener thread accepts and hands off, as in the stock worker. Every
+/// connection is served and counted either way.
+#[test]
+fn who_accepts_follows_rworker_accept_and_the_listen_count() {
+    let env_set = |k: &str| std::env::var(k).is_ok();
+    if Mpm::under_test() != Mpm::Rworker
+        || env_set("RWORKER_TEST_KEEPALIVE")
+        || env_set("RWORKER_TEST_ACCEPT")
+    {
+        eprintln!("skipped: rworker's default accept mode only");
+        return;
+    }
+    let port2 = free_port();
+    let cases = [
+        (None, true),
+        (Some(format!("Listen 127.0.0.1:{port2}")), false),
+        (Some("RWorkerAccept listener".to_string()), false),
+        (Some("RWorkerAccept workers".to_string()), true),
+    ];
+    for (line, workers) in cases {
+        let name = line.clone().unwrap_or_else(|| "default".into());
+        let mut opts = ServerOpts::stable();
+        if let Some(l) = &line {
+            opts = opts.line(l.clone());
+        }
+        let s = Server::start(opts);
+        assert_eq!(s.has_listener_thread(), !workers, "{name}");
+        assert!(
+            s.wait_settled(Duration::from_secs(10)),
+            "{name}: not settled with {} tasks per child: {:?}",
+            s.tasks_per_child(),
+            s.children()
+                .iter()
+                .map(|&c| task_count(c))
+                .collect::<Vec<_>>()
+        );
+        let want = if workers {
+            "accepts with its idle workers (RWorkerAccept workers)"
+        } else {
+            "accepts with its listener thread"
+        };
+        let log = s.error_log();
+        assert_eq!(
+            log.matches(want).count(),
+            s.children().len(),
+            "{name}: one RW00011 line per child expected\n{log}"
+        );
+        let before = s.server_status_auto();
+        let mut urls = vec![s.url("/1b.txt")];
+        if line.as_deref().is_some_and(|l| l.starts_with("Listen")) {
+            urls.push(format!("http://127.0.0.1:{port2}/1b.txt"));
+        }
+        let n = 40u64;
+        for i in 0..n {
+            let url = &urls[i as usize % urls.len()];
+            let (code, body) = http_get(url).unwrap_or_else(|e| panic!("{name}: GET {url}: {e}"));
+            assert_eq!((code, body.as_slice()), (200, b"x".as_slice()), "{name}");
+        }
+        let after = s.server_status_auto();
+        let delta = |k: &str| after.num(k) - before.num(k);
+        // n requests, each on its own connection, plus the status request reading `after`.
+        assert_eq!(delta("RWorkerConnections"), n + 1, "{name}: {:?}", after.0);
+        assert_eq!(
+            delta("RWorkerHandoffs"),
+            if workers { 0 } else { n + 1 },
+            "{name}: {:?}",
+            after.0
+        );
+        s.assert_no_warnings_in_error_log();
+    }
 }

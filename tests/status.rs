@@ -17,10 +17,10 @@ fn status(s: &Server) -> Status {
     s.server_status_auto()
 }
 
-/// The per-child rows: (slot, hand-offs) of each live child.
-fn per_child_handoffs(st: &Status) -> Vec<(String, u64)> {
+/// The per-child rows: (slot, connections) of each live child.
+fn per_child_connections(st: &Status) -> Vec<(String, u64)> {
     st.0.iter()
-        .filter(|(k, _)| k.starts_with("RWorkerChild[") && k.ends_with("]Handoffs"))
+        .filter(|(k, _)| k.starts_with("RWorkerChild[") && k.ends_with("]Connections"))
         .map(|(k, v)| (k.clone(), v.parse().expect("a number")))
         .collect()
 }
@@ -36,9 +36,11 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
         s.wait_settled(Duration::from_secs(10)),
         "server did not settle"
     );
-    // Exactly n connections, one after the other (Connection: close): n hand-offs. The
-    // status request that reads `after` is itself a connection handed off before its
-    // handler runs; `before`'s was counted in `before`.
+    // Exactly n connections, one after the other (Connection: close): n hand-offs from
+    // the listener, or none where idle workers accept for themselves (RWorkerAccept
+    // workers, the default with one Listen and RWorkerKeepAlive thread). The status
+    // request that reads `after` is itself a connection accepted before its handler runs;
+    // `before`'s was counted in `before`.
     let before = status(&s);
     let n = 200u64;
     for i in 0..n {
@@ -52,9 +54,17 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
     // With RWorkerKeepAlive park a connection is handed to a worker again when it becomes
     // readable after a request (here: the client's close), so there are more hand-offs.
     let park = std::env::var("RWORKER_TEST_KEEPALIVE").is_ok_and(|m| m == "park");
+    let workers_accept =
+        !park && std::env::var("RWORKER_TEST_ACCEPT").map_or(true, |m| m == "workers");
     let handoffs = delta(&after, &before, "RWorkerHandoffs");
     if park {
         assert!(handoffs > n, "{handoffs} hand-offs for {n} + 1 connections");
+    } else if workers_accept {
+        assert_eq!(
+            handoffs, 0,
+            "no hand-off when workers accept: {:?}",
+            after.0
+        );
     } else {
         assert_eq!(
             handoffs,
@@ -81,6 +91,8 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
             handoffs >= connections,
             "{handoffs} hand-offs, {connections} connections"
         );
+    } else if workers_accept {
+        assert_eq!(handoffs, 0);
     } else {
         assert_eq!(handoffs, connections);
     }
@@ -102,7 +114,7 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
     );
 
     // Server-wide: the totals are the sum of at least two children's rows.
-    let children = per_child_handoffs(&after);
+    let children = per_child_connections(&after);
     assert!(after.num("RWorkerChildren") >= 2, "{:?}", after.0);
     assert!(
         children.iter().filter(|(_, v)| *v > 0).count() >= 2,
@@ -110,7 +122,7 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
     );
     assert_eq!(
         children.iter().map(|(_, v)| v).sum::<u64>(),
-        after.num("RWorkerHandoffs"),
+        after.num("RWorkerConnections"),
         "per-child rows add up to the total: {children:?}"
     );
 

@@ -243,6 +243,63 @@ pub struct Listener(NonNull<sys::ap_listen_rec>);
 // SAFETY: moved to the listener thread, which alone uses it (not Sync, not Copy).
 unsafe impl Send for Listener {}
 
+/// A child's only listening socket, on which every idle worker blocks in accept
+/// (`RWorkerAccept workers`): the kernel gives each connection to one of them.
+#[derive(Debug)]
+pub struct SharedListener(NonNull<sys::ap_listen_rec>);
+
+// SAFETY: made only from a Listener whose accept_func is ap_unixd_accept
+// (`Listener::accepts_concurrently`), which only reads the listen record and its listening
+// apr_socket_t: apr_socket_accept writes nothing but the new socket, allocated in the
+// caller's own ptrans, and the kernel serialises accept(2) calls on one socket. The record
+// lives in pconf, which outlives the child's threads.
+unsafe impl Send for SharedListener {}
+// SAFETY: as for Send.
+unsafe impl Sync for SharedListener {}
+
+impl SharedListener {
+    /// Accepts one connection into `ptrans`, blocking until a client connects or a signal
+    /// interrupts the wait (then `Accepted::Nothing`).
+    pub fn accept(&self, ptrans: &mut Pool) -> Accepted {
+        // SAFETY: a live listen record whose accept is safe to call concurrently (see the
+        // Sync impl); ptrans is ours alone.
+        unsafe { accept_on(self.0, ptrans) }
+    }
+
+    /// Closes the child's copy of the listening socket (other processes keep theirs), so
+    /// that once every process has closed it the kernel refuses new connections.
+    ///
+    /// # Safety
+    /// No thread is blocked in [`SharedListener::accept`] or will call it again.
+    pub unsafe fn close(&self) {
+        // SAFETY: a live listen record nobody accepts on any more (the caller's contract).
+        unsafe { sys::ap_close_listeners_ex(self.0.as_ptr()) };
+    }
+}
+
+/// Accepts one connection on `lr` into `ptrans` with the record's `accept_func`.
+///
+/// # Safety
+/// `lr` is a live listen record of this child, and no other thread calls its
+/// `accept_func` at the same time unless that function is `ap_unixd_accept`.
+unsafe fn accept_on(lr: NonNull<sys::ap_listen_rec>, ptrans: &mut Pool) -> Accepted {
+    let mut sock: *mut std::ffi::c_void = ptr::null_mut();
+    // SAFETY: the caller's contract; accept_func allocates the client socket in ptrans,
+    // which we hold exclusively.
+    let rv = unsafe {
+        let lr = lr.as_ptr();
+        ((*lr).accept_func.unwrap_or(sys::ap_unixd_accept))(&mut sock, lr, ptrans.as_ptr())
+    };
+    if rv == sys::APR_EGENERAL as sys::apr_status_t {
+        return Accepted::Broken;
+    }
+    // SAFETY: on success the socket is open, ours alone, and lives in ptrans.
+    match unsafe { ClientSocket::from_raw(sock as *mut sys::apr_socket_t) } {
+        Some(s) => Accepted::Socket(s),
+        None => Accepted::Nothing,
+    }
+}
+
 /// What one accept gave.
 #[derive(Debug)]
 pub enum Accepted {
@@ -265,21 +322,25 @@ impl Listener {
 
     /// Accepts one connection into `ptrans` (the listener's `accept_func`).
     pub fn accept(&self, ptrans: &mut Pool) -> Accepted {
-        let mut sock: *mut std::ffi::c_void = ptr::null_mut();
-        // SAFETY: a live listener of this child's bucket; accept_func (ap_unixd_accept)
-        // allocates the client socket in ptrans, which we hold exclusively.
-        let rv = unsafe {
-            let lr = self.0.as_ptr();
-            ((*lr).accept_func.unwrap_or(sys::ap_unixd_accept))(&mut sock, lr, ptrans.as_ptr())
-        };
-        if rv == sys::APR_EGENERAL as sys::apr_status_t {
-            return Accepted::Broken;
+        // SAFETY: a live listener of this child's bucket, used by this thread alone.
+        unsafe { accept_on(self.0, ptrans) }
+    }
+
+    /// Whether several threads may accept on this socket at once: its `accept_func` is
+    /// httpd's own `ap_unixd_accept` (a module's replacement may keep state).
+    pub fn accepts_concurrently(&self) -> bool {
+        // SAFETY: reads a field of a live listen record.
+        let f = unsafe { (*self.0.as_ptr()).accept_func };
+        match f {
+            None => true,
+            Some(f) => f as *const () == sys::ap_unixd_accept as *const (),
         }
-        // SAFETY: on success the socket is open, ours alone, and lives in ptrans.
-        match unsafe { ClientSocket::from_raw(sock as *mut sys::apr_socket_t) } {
-            Some(s) => Accepted::Socket(s),
-            None => Accepted::Nothing,
-        }
+    }
+
+    /// Shares this socket with the child's idle workers, which all accept on it
+    /// (`RWorkerAccept workers`). The caller checked [`Listener::accepts_concurrently`].
+    pub fn into_shared(self) -> SharedListener {
+        SharedListener(self.0)
     }
 
     /// Makes accept non-blocking (a listener that polls must not block in accept when

@@ -11,7 +11,7 @@ use crate::ffi::directive::DirectiveCall;
 use crate::ffi::httpd::SingleThreaded;
 use crate::ffi::log::level;
 use crate::ffi::{fdqueue, panic};
-use crate::mpm::settings::{self, KeepAliveMode, QueueKind, Settings};
+use crate::mpm::settings::{self, AcceptMode, KeepAliveMode, QueueKind, Settings};
 
 /// One directive's parsed value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +34,8 @@ pub enum Directive {
     Queue(QueueKind),
     /// RWorkerKeepAlive.
     KeepAlive(KeepAliveMode),
+    /// RWorkerAccept.
+    Accept(AcceptMode),
 }
 
 impl Directive {
@@ -49,6 +51,7 @@ impl Directive {
             Directive::ThreadLimit(v) => s.thread_limit = v,
             Directive::Queue(q) => s.queue = q,
             Directive::KeepAlive(k) => s.keep_alive = k,
+            Directive::Accept(a) => s.accept = a,
         }
     }
 }
@@ -118,6 +121,15 @@ pub fn parse(
                 }
             })
         }
+        "rworkeraccept" => Directive::Accept(match arg.trim().to_ascii_lowercase().as_str() {
+            "workers" => AcceptMode::Workers,
+            "listener" => AcceptMode::Listener,
+            _ => {
+                return Err(format!(
+                    "RWorkerAccept takes 'workers' or 'listener', not '{arg}'"
+                ))
+            }
+        }),
         _ => {
             return Err(format!(
                 "rworker: the C shim's table names a directive it does not handle: {name}"
@@ -256,6 +268,26 @@ mod tests {
             err("RWorkerKeepAlive", "event"),
             "RWorkerKeepAlive takes 'park' or 'thread', not 'event'"
         );
+    }
+
+    #[test]
+    fn accept_modes() {
+        assert_eq!(
+            ok("RWorkerAccept", "Workers"),
+            Directive::Accept(AcceptMode::Workers)
+        );
+        assert_eq!(
+            ok("RWorkerAccept", " listener"),
+            Directive::Accept(AcceptMode::Listener)
+        );
+        assert_eq!(
+            err("RWorkerAccept", "leader"),
+            "RWorkerAccept takes 'workers' or 'listener', not 'leader'"
+        );
+        let mut s = Settings::DEFAULT;
+        assert_eq!(s.accept, AcceptMode::Workers, "the default");
+        ok("RWorkerAccept", "listener").apply(&mut s);
+        assert_eq!(s.accept, AcceptMode::Listener);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!   `directives` (parsing) and `query` (`ap_mpm_query` answers);
 //! - `parent`: the parent process (generation loop, fork and reap, idle maintenance);
 //! - `child`: a child process (set-up, the starter thread, the stop);
-//! - `listener`, `worker`: the two kinds of thread that serve;
+//! - `listener`, `worker`: the two kinds of thread that serve; `worker_accept`: idle
+//!   workers that accept for themselves, without the listener (`RWorkerAccept workers`);
 //! - `runtime`: what a child's threads share (stop state, thread registry, counters);
 //! - `handoff`, `conn`: the listener → worker hand-off (idle workers, recycled pools)
 //!   and the connection that travels through it;
@@ -29,3 +30,4 @@ pub mod runtime;
 pub mod settings;
 pub mod status;
 pub mod worker;
+pub mod worker_accept;

@@ -52,6 +52,45 @@ pub enum KeepAliveMode {
     Park,
 }
 
+/// Who accepts a child's connections (`RWorkerAccept`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptMode {
+    /// Idle worker threads accept for themselves, each blocked in accept on the listening
+    /// socket (the kernel hands each connection to exactly one of them): no listener
+    /// wake, no queue, no futex per connection. Only where it can work: one listening
+    /// socket per bucket and `RWorkerKeepAlive thread` (see [`AcceptMode::effective`]).
+    Workers,
+    /// The listener thread accepts and hands the connection to an idle worker through the
+    /// fdqueue (the stock worker MPM's way).
+    Listener,
+}
+
+impl AcceptMode {
+    /// The mode a child runs: `Workers` falls back to `Listener` when the child has more
+    /// than one listening socket (a worker cannot block in accept on several) or uses an
+    /// accept mutex, with `RWorkerKeepAlive park` (its listener owns the poll set every
+    /// connection returns to) and with `RWorkerQueue apr` (which exists to A/B the
+    /// listener's hand-off).
+    pub fn effective(
+        self,
+        s: &Settings,
+        listening_sockets: usize,
+        accept_mutex: bool,
+    ) -> AcceptMode {
+        match self {
+            AcceptMode::Workers
+                if listening_sockets == 1
+                    && !accept_mutex
+                    && s.keep_alive == KeepAliveMode::Thread
+                    && s.queue == QueueKind::Atomic =>
+            {
+                AcceptMode::Workers
+            }
+            _ => AcceptMode::Listener,
+        }
+    }
+}
+
 /// The MPM's tunables for one configuration generation, in httpd's units (processes,
 /// threads). Field names follow worker.c's variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +115,9 @@ pub struct Settings {
     pub queue: QueueKind,
     /// RWorkerKeepAlive: what holds a connection between requests.
     pub keep_alive: KeepAliveMode,
+    /// RWorkerAccept: who accepts connections (before the fallbacks of
+    /// [`AcceptMode::effective`]).
+    pub accept: AcceptMode,
     /// `-X` / `-DONE_PROCESS` / `-DDEBUG`: serve from the parent, no fork.
     pub one_process: bool,
     /// `-DFOREGROUND` (or DEBUG): do not detach.
@@ -97,6 +139,7 @@ impl Settings {
         daemons_limit: DEFAULT_SERVER_LIMIT,
         queue: QueueKind::Atomic,
         keep_alive: KeepAliveMode::Thread,
+        accept: AcceptMode::Workers,
         one_process: false,
         foreground: false,
         no_detach: false,
@@ -291,6 +334,37 @@ pub fn fit_buckets(s: &mut Settings, nb: c_int) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_accept_only_where_a_worker_can_block_in_accept() {
+        let s = Settings::DEFAULT;
+        let w = AcceptMode::Workers;
+        assert_eq!(w.effective(&s, 1, false), AcceptMode::Workers);
+        assert_eq!(
+            w.effective(&s, 2, false),
+            AcceptMode::Listener,
+            "several sockets"
+        );
+        assert_eq!(
+            w.effective(&s, 1, true),
+            AcceptMode::Listener,
+            "an accept mutex"
+        );
+        let park = Settings {
+            keep_alive: KeepAliveMode::Park,
+            ..s
+        };
+        assert_eq!(w.effective(&park, 1, false), AcceptMode::Listener);
+        let apr = Settings {
+            queue: QueueKind::Apr,
+            ..s
+        };
+        assert_eq!(w.effective(&apr, 1, false), AcceptMode::Listener);
+        assert_eq!(
+            AcceptMode::Listener.effective(&s, 1, false),
+            AcceptMode::Listener
+        );
+    }
 
     fn clamped(f: impl FnOnce(&mut Settings)) -> (Settings, Vec<u32>) {
         let mut s = Settings::DEFAULT;

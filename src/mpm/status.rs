@@ -31,11 +31,13 @@ pub enum Counter {
     Handoffs = 1,
     /// Futex wake system calls made by the hand-off (fdqueue and queue_info).
     FutexWakes = 2,
-    /// Transaction pools taken from the recycled stack.
+    /// Transaction pools reused: taken from the recycled stack, or with `RWorkerAccept
+    /// workers` the worker's own pool from its last connection.
     PoolsReused = 3,
-    /// Transaction pools created (the stack was empty).
+    /// Transaction pools created (the stack was empty, or a worker's first connection).
     PoolsCreated = 4,
-    /// Idle workers as queue_info counts them (a gauge, not a total).
+    /// Idle workers as queue_info counts them, or with `RWorkerAccept workers` the workers
+    /// blocked in accept (a gauge, not a total).
     IdleWorkers = 5,
     /// Connections parked in the listener (a gauge; `RWorkerKeepAlive park`).
     Parked = 6,

@@ -17,10 +17,12 @@ use crate::ffi::pool::Pool;
 use crate::ffi::scoreboard::{self, status};
 use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
+use crate::mpm::conn::Conn;
 use crate::mpm::handoff::{Job, Next};
 use crate::mpm::inbox::{Park, ParkState, Parking};
 use crate::mpm::runtime::{ChildRuntime, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
+use crate::mpm::worker_accept::{Next as Accepted, WorkerAccept};
 
 /// Test hook: with `RWORKER_TEST_PANIC_FILE=/some/path` in httpd's environment, the worker
 /// that manages to delete that file panics while serving its connection, so tests can
@@ -32,8 +34,14 @@ fn injected_panic_due() -> bool {
         .is_some_and(|p| std::fs::remove_file(p).is_ok())
 }
 
-/// Worker thread `t`'s body.
-pub fn run(rt: &'static ChildRuntime, t: usize, thd: CurrentThread) {
+/// Worker thread `t`'s body: it serves what the listener hands it, or with `accept`
+/// (`RWorkerAccept workers`) accepts its own connections.
+pub fn run(
+    rt: &'static ChildRuntime,
+    t: usize,
+    thd: CurrentThread,
+    accept: Option<&'static WorkerAccept>,
+) {
     panic::enter("worker thread");
     let tn = t as c_int;
     rt.threads.worker_started(t);
@@ -53,37 +61,10 @@ pub fn run(rt: &'static ChildRuntime, t: usize, thd: CurrentThread) {
         thd,
     };
 
-    let mut last_ptrans = None;
-    let mut is_idle = false;
-    while !rt.shutdown.workers_must_exit() {
-        if !is_idle {
-            // Recycle the previous connection's pool as we announce ourselves, so the
-            // listener finds it for the connection it accepts for us.
-            rt.handoff.set_idle(last_ptrans.take());
-            rt.counters.set(Counter::IdleWorkers, rt.handoff.idlers());
-            if let Some(p) = &rt.parking {
-                p.worker_idle();
-            }
-            is_idle = true;
-        }
-        scoreboard::set_thread_status(rt.slot, tn, status::READY);
-        match rt.handoff.pop() {
-            Next::Job(job) => {
-                is_idle = false;
-                if rt.shutdown.workers_must_exit() {
-                    // Immediate stop: drop the connection unserved.
-                    last_ptrans = w.drop_unserved(job);
-                    break;
-                }
-                if injected_panic_due() {
-                    panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
-                }
-                last_ptrans = w.serve(job);
-            }
-            Next::Terminated => break,
-            Next::Interrupted => continue,
-        }
-    }
+    let last_ptrans = match accept {
+        Some(acc) => w.accept_and_serve(acc),
+        None => w.pop_and_serve(),
+    };
     let gone = rt.shutdown.listener_gone();
     scoreboard::set_thread_status(
         rt.slot,
@@ -107,14 +88,87 @@ struct Worker {
 }
 
 impl Worker {
+    /// The listener's worker: announces itself idle (recycling its last pool), pops a
+    /// job from the fdqueue, serves it, until the queue is terminated or an immediate
+    /// stop. Returns the pool it still holds.
+    fn pop_and_serve(&self) -> Option<Pool> {
+        let rt = self.rt;
+        let tn = self.tn;
+        let mut last_ptrans = None;
+        let mut is_idle = false;
+        while !rt.shutdown.workers_must_exit() {
+            if !is_idle {
+                // Recycle the previous connection's pool as we announce ourselves, so the
+                // listener finds it for the connection it accepts for us.
+                rt.handoff.set_idle(last_ptrans.take());
+                rt.counters.set(Counter::IdleWorkers, rt.handoff.idlers());
+                if let Some(p) = &rt.parking {
+                    p.worker_idle();
+                }
+                is_idle = true;
+            }
+            scoreboard::set_thread_status(rt.slot, tn, status::READY);
+            match rt.handoff.pop() {
+                Next::Job(job) => {
+                    is_idle = false;
+                    if rt.shutdown.workers_must_exit() {
+                        // Immediate stop: drop the connection unserved.
+                        last_ptrans = self.drop_unserved(job);
+                        break;
+                    }
+                    if injected_panic_due() {
+                        panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
+                    }
+                    last_ptrans = self.serve(job);
+                }
+                Next::Terminated => break,
+                Next::Interrupted => continue,
+            }
+        }
+        last_ptrans
+    }
+
+    /// `RWorkerAccept workers`: accepts its next connection itself (into the pool it kept
+    /// from the last one) and serves it, until the child stops accepting. Returns the
+    /// pool it still holds.
+    fn accept_and_serve(&self, acc: &WorkerAccept) -> Option<Pool> {
+        let rt = self.rt;
+        let mut ptrans = None;
+        while !rt.shutdown.is_stopping() {
+            scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
+            match acc.next(rt, self.t, ptrans.take()) {
+                Accepted::Conn(conn) => {
+                    if rt.shutdown.workers_must_exit() {
+                        // Immediate stop: drop the connection unserved.
+                        ptrans = Some(conn.drop_unserved());
+                        break;
+                    }
+                    if injected_panic_due() {
+                        panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
+                    }
+                    ptrans = Some(self.serve_new(conn));
+                }
+                Accepted::Again(p) => ptrans = Some(p),
+                Accepted::Stop => break,
+            }
+        }
+        ptrans
+    }
+
+    /// Serves a new connection from accept to close (`RWorkerKeepAlive thread`); returns
+    /// its pool, cleared.
+    fn serve_new(&self, conn: Conn) -> Pool {
+        let rt = self.rt;
+        conn.serve(&self.thd, rt.slot, self.tn, self.id, |fd| {
+            rt.threads.set_worker_fd(self.t, fd)
+        })
+    }
+
     /// Serves a job; the pool to recycle, when the connection ended here.
     fn serve(&self, job: Job) -> Option<Pool> {
         let rt = self.rt;
-        let publish_fd = |fd| rt.threads.set_worker_fd(self.t, fd);
         match (job, &rt.parking) {
-            (Job::New(conn), None) => {
-                Some(conn.serve(&self.thd, rt.slot, self.tn, self.id, publish_fd))
-            }
+            (Job::New(conn), None) => Some(self.serve_new(conn)),
             (Job::New(conn), Some(parking)) => {
                 match AsyncConn::create(
                     &self.thd,

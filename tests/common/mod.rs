@@ -405,6 +405,10 @@ impl Server {
             if let Ok(mode) = std::env::var("RWORKER_TEST_KEEPALIVE") {
                 line(format!("RWorkerKeepAlive {mode}"));
             }
+            // RWORKER_TEST_ACCEPT=listener runs every test with the listener's hand-off.
+            if let Ok(mode) = std::env::var("RWORKER_TEST_ACCEPT") {
+                line(format!("RWorkerAccept {mode}"));
+            }
         } else {
             line("LogLevel warn".into());
         }
@@ -521,13 +525,42 @@ impl Server {
         wait_until(timeout, || TcpStream::connect(self.addr()).is_ok())
     }
 
-    /// Waits until every child has `ThreadsPerChild + 2` tasks and `server-status` counts
+    /// Whether this server's children run a listener thread: the stock MPMs always; rworker
+    /// unless its idle workers accept for themselves (`RWorkerAccept workers`, the default,
+    /// which needs one listening socket, `RWorkerKeepAlive thread` and `RWorkerQueue atomic`).
+    pub fn has_listener_thread(&self) -> bool {
+        if self.mpm != Mpm::Rworker {
+            return true;
+        }
+        let env_is = |k: &str, v: &str| std::env::var(k).is_ok_and(|m| m == v);
+        let extra = |needle: &str| {
+            self.opts
+                .extra
+                .iter()
+                .any(|l| l.to_ascii_lowercase().contains(needle))
+        };
+        env_is("RWORKER_TEST_KEEPALIVE", "park")
+            || env_is("RWORKER_TEST_ACCEPT", "listener")
+            || extra("rworkeraccept listener")
+            || extra("rworkerqueue apr")
+            || extra("rworkerkeepalive park")
+            || extra("listen ")
+    }
+
+    /// Tasks of a settled child: its main thread, the listener (if any) and
+    /// ThreadsPerChild workers.
+    pub fn tasks_per_child(&self) -> usize {
+        self.opts.effective_threads_per_child() as usize + 1 + self.has_listener_thread() as usize
+    }
+
+    /// Waits until every child has [`Server::tasks_per_child`] tasks and `server-status` counts
     /// exactly the live worker threads (children × ThreadsPerChild) as busy or idle.
     pub fn wait_settled(&self, timeout: Duration) -> bool {
         let tpc = self.opts.effective_threads_per_child() as usize;
+        let tasks = self.tasks_per_child();
         wait_until(timeout, || {
             let kids = self.children();
-            if kids.is_empty() || kids.iter().any(|&c| task_count(c) != tpc + 2) {
+            if kids.is_empty() || kids.iter().any(|&c| task_count(c) != tasks) {
                 return false;
             }
             let Ok(st) = self.try_server_status_auto() else {

@@ -15,7 +15,7 @@ use std::os::raw::c_int;
 use std::time::Duration;
 
 use crate::ffi::httpd::{self, SingleThreaded};
-use crate::ffi::listen::{AcceptMutex, PodMessage};
+use crate::ffi::listen::{AcceptMutex, Listener as ListenSocket, PodMessage};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::ffi::retained::Retained;
@@ -26,10 +26,12 @@ use crate::mpm::inbox::Parking;
 use crate::mpm::runtime::{
     ChildRuntime, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
 };
-use crate::mpm::settings::KeepAliveMode;
+use crate::mpm::settings::{AcceptMode, KeepAliveMode};
 use crate::mpm::status::{ChildCounters, Counter};
+use crate::mpm::worker_accept::WorkerAccept;
 use crate::mpm::{listen, listener, settings};
 use crate::sys;
+use starter::Acceptor;
 
 /// The main thread's own state: the child pool, and whether child_stopping ran.
 struct MainThread {
@@ -122,7 +124,17 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
             main.exit(sys::APEXIT_CHILDFATAL as c_int)
         }
     };
-    let listener = listener::Listener::new(buckets.listeners(bucket as usize), accept_mutex, pconf);
+    let acceptor = acceptor(
+        rt,
+        buckets.listeners(bucket as usize),
+        accept_mutex,
+        pconf,
+        st,
+    );
+    let accept = match &acceptor {
+        Acceptor::Workers(acc) => Some(*acc),
+        Acceptor::Listener(_) => None,
+    };
 
     signal::interrupt_only(LISTENER_SIGNAL);
     signal::interrupt_only(WORKER_SIGNAL);
@@ -130,7 +142,7 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
 
     let starter = match rt.spawner.spawn(move |_| {
         panic::enter("starter thread");
-        starter::run(rt, listener)
+        starter::run(rt, acceptor)
     }) {
         Ok(t) => t,
         Err(rv) => {
@@ -156,8 +168,11 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     rt.shutdown.request(mode);
     starter.join();
     rt.signal_threads(mode);
+    if let Some(acc) = accept {
+        acc.signal_accepting(&rt.threads);
+    }
     main.run_child_stopping(mode == StopMode::Graceful);
-    join_threads(rt, mode);
+    join_threads(rt, accept, mode);
 
     crate::mpm_log!(
         level::DEBUG,
@@ -175,6 +190,46 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         0
     };
     main.exit(code)
+}
+
+/// Who accepts this child's connections: its idle workers when `RWorkerAccept workers`
+/// can work here (see `AcceptMode::effective`), else the listener thread.
+fn acceptor(
+    rt: &ChildRuntime,
+    mut sockets: Vec<ListenSocket>,
+    accept_mutex: Option<AcceptMutex>,
+    pconf: ConfigPool,
+    st: settings::Settings,
+) -> Acceptor {
+    let workers = st
+        .accept
+        .effective(&st, sockets.len(), accept_mutex.is_some())
+        == AcceptMode::Workers
+        && sockets.iter().all(|s| s.accepts_concurrently());
+    crate::mpm_log!(
+        level::DEBUG,
+        0,
+        "RW00011: child {} accepts with {}",
+        std::process::id(),
+        if workers {
+            "its idle workers (RWorkerAccept workers)"
+        } else {
+            "its listener thread"
+        }
+    );
+    match sockets.pop() {
+        Some(socket) if workers => Acceptor::Workers(Box::leak(Box::new(WorkerAccept::new(
+            socket.into_shared(),
+            pconf,
+            httpd::max_mem_free(),
+            httpd::max_connections_per_child().max(0) as u64,
+            rt.threads.workers(),
+        )))),
+        last => {
+            sockets.extend(last);
+            Acceptor::Listener(listener::Listener::new(sockets, accept_mutex, pconf))
+        }
+    }
 }
 
 fn build_runtime(
@@ -233,8 +288,14 @@ fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
 /// Joins the listener and the workers. A graceful stop waits for in-flight
 /// connections; a SIGTERM from the parent while waiting (GracefulShutdownTimeout
 /// expired, or `-k stop`) turns it into an immediate stop.
-fn join_threads(rt: &ChildRuntime, mut mode: StopMode) {
-    if let Some(listener) = rt.threads.take_listener() {
+fn join_threads(rt: &ChildRuntime, accept: Option<&WorkerAccept>, mut mode: StopMode) {
+    if let Some(acc) = accept {
+        // The child accepts no more, as when the listener has gone.
+        acc.leave(rt);
+        rt.handoff.term_queue();
+        scoreboard::set_quiescing(rt.slot);
+        rt.shutdown.mark_listener_gone();
+    } else if let Some(listener) = rt.threads.take_listener() {
         // The listener may be between its stop check and a blocking call when the signal
         // lands: nudge it again until it reports that it left its loop.
         let mut tries = 0;

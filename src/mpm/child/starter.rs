@@ -1,7 +1,8 @@
 //! The starter thread (worker.c `start_threads`): creates a worker thread in every
 //! scoreboard column that is free — DEAD, or GRACEFUL, which a quiescing child of an
 //! older generation may still hold after a graceful restart, so it retries each second —
-//! and the listener together with the first worker.
+//! and the listener together with the first worker (none when the workers accept for
+//! themselves, `RWorkerAccept workers`).
 
 use std::os::raw::c_int;
 use std::time::Duration;
@@ -10,19 +11,30 @@ use crate::ffi::log::level;
 use crate::ffi::scoreboard::{self, status};
 use crate::ffi::thread;
 use crate::mpm::runtime::{ChildRuntime, StopMode};
+use crate::mpm::worker_accept::WorkerAccept;
 use crate::mpm::{listener, parking, worker};
 
+/// Who accepts the child's connections.
+pub enum Acceptor {
+    /// The listener thread (what it will own), started with the first worker.
+    Listener(listener::Listener),
+    /// The idle workers themselves (`RWorkerAccept workers`).
+    Workers(&'static WorkerAccept),
+}
+
 /// Runs the starter: returns once every worker exists, a stop was requested, or a thread
-/// could not be created (then the child retires, sick). `listener` is what the listener
-/// thread will own.
-pub fn run(rt: &'static ChildRuntime, listener: listener::Listener) {
+/// could not be created (then the child retires, sick).
+pub fn run(rt: &'static ChildRuntime, acceptor: Acceptor) {
     // A thread that cannot be created makes the child sick: it retires.
     let give_up = |rv: i32, msg: &str| {
         crate::mpm_log!(level::ALERT, rv, "{msg}");
         rt.shutdown.mark_sick();
         rt.ask_main_thread_to_stop(StopMode::Graceful);
     };
-    let mut listener = Some(listener);
+    let (mut listener, accept) = match acceptor {
+        Acceptor::Listener(l) => (Some(l), None),
+        Acceptor::Workers(acc) => (None, Some(acc)),
+    };
     let tpc = rt.threads.workers();
     let mut created = 0usize;
     let mut loops = 0u32;
@@ -40,7 +52,7 @@ pub fn run(rt: &'static ChildRuntime, listener: listener::Listener) {
             }
             scoreboard::set_thread_status(rt.slot, t as c_int, status::STARTING);
             rt.threads.worker_starting();
-            match rt.spawner.spawn(move |thd| worker::run(rt, t, thd)) {
+            match rt.spawner.spawn(move |thd| worker::run(rt, t, thd, accept)) {
                 Ok(h) => rt.threads.set_worker(t, h),
                 Err(rv) => {
                     rt.threads.worker_not_created();

@@ -13,7 +13,8 @@ use crate::ffi::thread::AprThread;
 
 /// The signal that interrupts the listener's accept or poll.
 pub const LISTENER_SIGNAL: c_int = libc::SIGHUP;
-/// The signal that interrupts a worker's blocking read on an immediate stop.
+/// The signal that interrupts a worker's blocking read on an immediate stop, and its
+/// accept when the child stops (`RWorkerAccept workers`).
 pub const WORKER_SIGNAL: c_int = libc::SIGUSR1;
 
 /// One worker's entry.
@@ -164,6 +165,15 @@ impl Threads {
     pub fn listener_os_thread(&self) -> Option<OsThread> {
         // Relaxed: see listener_started.
         match self.listener_os_thread.load(Ordering::Relaxed) {
+            0 => None,
+            raw => Some(OsThread::from_raw(raw)),
+        }
+    }
+
+    /// Worker `t`'s OS thread, once it runs.
+    pub fn worker_os_thread(&self, t: usize) -> Option<OsThread> {
+        // Relaxed: see listener_started.
+        match self.workers[t].os_thread.load(Ordering::Relaxed) {
             0 => None,
             raw => Some(OsThread::from_raw(raw)),
         }
