@@ -19,6 +19,7 @@ pub fn colour(k: MpmKind) -> &'static str {
         MpmKind::RworkerApr => "#e69f00",
         MpmKind::Rworker => "#d55e00",
         MpmKind::RworkerPark => "#cc79a7",
+        MpmKind::RworkerListener => "#56b4e9",
     }
 }
 

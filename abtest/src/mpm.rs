@@ -17,11 +17,25 @@ pub enum MpmKind {
     Rworker,
     /// rworker parking idle connections in its listener (`RWorkerKeepAlive park`).
     RworkerPark,
+    /// rworker with the listener thread's hand-off instead of idle workers accepting
+    /// (`RWorkerAccept listener`): the stock worker's process model on rworker's queue.
+    RworkerListener,
 }
 
 impl MpmKind {
     /// All kinds, in the order tables and charts list them.
-    pub const ALL: [MpmKind; 5] = [
+    pub const ALL: [MpmKind; 6] = [
+        MpmKind::Worker,
+        MpmKind::Event,
+        MpmKind::RworkerApr,
+        MpmKind::RworkerListener,
+        MpmKind::Rworker,
+        MpmKind::RworkerPark,
+    ];
+
+    /// The kinds a run compares when `--mpms` is not given (`rworker-listener` only on
+    /// request: it isolates the accept path, see the README).
+    pub const DEFAULT: [MpmKind; 5] = [
         MpmKind::Worker,
         MpmKind::Event,
         MpmKind::RworkerApr,
@@ -37,6 +51,7 @@ impl MpmKind {
             MpmKind::RworkerApr => "rworker-apr",
             MpmKind::Rworker => "rworker",
             MpmKind::RworkerPark => "rworker-park",
+            MpmKind::RworkerListener => "rworker-listener",
         }
     }
 
@@ -48,6 +63,9 @@ impl MpmKind {
             MpmKind::RworkerApr => include_str!("../../apache-conf/ab/rworker-apr.conf.in"),
             MpmKind::Rworker => include_str!("../../apache-conf/ab/rworker.conf.in"),
             MpmKind::RworkerPark => include_str!("../../apache-conf/ab/rworker-park.conf.in"),
+            MpmKind::RworkerListener => {
+                include_str!("../../apache-conf/ab/rworker-listener.conf.in")
+            }
         }
     }
 
@@ -55,7 +73,10 @@ impl MpmKind {
     pub fn is_rworker(self) -> bool {
         matches!(
             self,
-            MpmKind::RworkerApr | MpmKind::Rworker | MpmKind::RworkerPark
+            MpmKind::RworkerApr
+                | MpmKind::Rworker
+                | MpmKind::RworkerPark
+                | MpmKind::RworkerListener
         )
     }
 
@@ -64,7 +85,10 @@ impl MpmKind {
         match self {
             MpmKind::Worker => "worker",
             MpmKind::Event => "event",
-            MpmKind::RworkerApr | MpmKind::Rworker | MpmKind::RworkerPark => "rworker",
+            MpmKind::RworkerApr
+            | MpmKind::Rworker
+            | MpmKind::RworkerPark
+            | MpmKind::RworkerListener => "rworker",
         }
     }
 
@@ -72,7 +96,9 @@ impl MpmKind {
     pub fn queue_log(self) -> Option<&'static str> {
         match self {
             MpmKind::RworkerApr => Some("rworker: Apr queue"),
-            MpmKind::Rworker | MpmKind::RworkerPark => Some("rworker: Atomic queue"),
+            MpmKind::Rworker | MpmKind::RworkerPark | MpmKind::RworkerListener => {
+                Some("rworker: Atomic queue")
+            }
             MpmKind::Worker | MpmKind::Event => None,
         }
     }
@@ -92,7 +118,7 @@ impl FromStr for MpmKind {
             .find(|k| k.label() == s.trim())
             .ok_or_else(|| {
                 Error(format!(
-                    "unknown MPM {s:?}: expected one of worker, event, rworker-apr, rworker, rworker-park"
+                    "unknown MPM {s:?}: expected one of worker, event, rworker-apr, rworker-listener, rworker, rworker-park"
                 ))
             })
     }

@@ -99,7 +99,8 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --duration S         seconds of load per run (default 5)
   --warmup S           seconds of warm-up after each server start (default 2; quick 1)
   --reps N             repetitions, interleaved across MPMs (default 3)
-  --mpms LIST          worker,event,rworker-apr,rworker,rworker-park (default all five)
+  --mpms LIST          worker,event,rworker-apr,rworker,rworker-park (the default) and
+                       rworker-listener (RWorkerAccept listener, on request)
   --max-workers N      MaxRequestWorkers N (a multiple of 25) in N/25 children of 25
                        threads, all started, for every MPM alike (default: 10 x 50)
   --sizes LIST         payload sizes in bytes (default 1,4096,102400)
@@ -164,7 +165,7 @@ impl Options {
             mpms: if percon {
                 vec![MpmKind::Worker, MpmKind::Rworker]
             } else {
-                MpmKind::ALL.to_vec()
+                MpmKind::DEFAULT.to_vec()
             },
             sizes: if percon {
                 vec![1]

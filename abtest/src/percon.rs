@@ -458,6 +458,7 @@ pub fn measured_rows(m: &Measured) -> Vec<(String, f64)> {
         ("CPU µs (schedstat)".into(), m.proc.cpu_ns as f64 / 1e3),
     ];
     if let Some(r) = &m.rworker {
+        rows.push(("RWorkerConnections".into(), r.connections as f64));
         rows.push(("RWorkerFutexWakes".into(), r.futex_wakes as f64));
         rows.push(("RWorkerHandoffs".into(), r.handoffs as f64));
     }

@@ -416,6 +416,7 @@ mod tests {
             match k {
                 MpmKind::RworkerApr => assert_eq!(extra, vec!["RWorkerQueue apr"]),
                 MpmKind::RworkerPark => assert_eq!(extra, vec!["RWorkerKeepAlive park"]),
+                MpmKind::RworkerListener => assert_eq!(extra, vec!["RWorkerAccept listener"]),
                 _ => assert!(extra.is_empty(), "{k}: {extra:?}"),
             }
         }
