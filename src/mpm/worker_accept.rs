@@ -28,9 +28,9 @@ pub struct WorkerAccept {
     pconf: ConfigPool,
     /// MaxMemFree for the workers' transaction pools.
     max_mem_free: usize,
-    /// MaxConnectionsPerChild: connections this child may still accept (`u64::MAX`: no
-    /// limit). A worker takes one before it accepts and gives it back if it got nothing.
-    connections_left: AtomicU64,
+    /// MaxConnectionsPerChild: a worker takes one connection before it accepts and gives
+    /// it back if it got nothing.
+    budget: ConnectionBudget,
     /// Per worker: announced in accept (set before its stop check, cleared after accept
     /// returns), so a stop signals exactly the workers that may be blocked there.
     in_accept: Box<[AtomicBool]>,
@@ -65,10 +65,7 @@ impl WorkerAccept {
             socket,
             pconf,
             max_mem_free,
-            connections_left: AtomicU64::new(match max_connections {
-                0 => u64::MAX,
-                n => n,
-            }),
+            budget: ConnectionBudget::new(max_connections),
             in_accept: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             idle: AtomicUsize::new(0),
             stop_asked: AtomicBool::new(false),
@@ -78,7 +75,7 @@ impl WorkerAccept {
     /// Worker `t`, idle, waits in accept for its next connection, accepted into `ptrans`
     /// (its pool from the last connection, cleared) or a new pool.
     pub fn next(&self, rt: &ChildRuntime, t: usize, ptrans: Option<Pool>) -> Next {
-        if !self.take_connection() {
+        if !self.budget.take() {
             // MaxConnectionsPerChild reached: the child retires gracefully.
             self.ask_stop(rt, StopMode::Graceful);
             return Next::Stop;
@@ -93,7 +90,7 @@ impl WorkerAccept {
                         e,
                         "AH03137: Failed to create transaction pool"
                     );
-                    self.give_back_connection();
+                    self.budget.give_back();
                     rt.shutdown.mark_sick();
                     self.ask_stop(rt, StopMode::Graceful);
                     return Next::Stop;
@@ -131,7 +128,7 @@ impl WorkerAccept {
                 Next::Conn(Conn { sock, ptrans: pool })
             }
             Accepted::Nothing => {
-                self.give_back_connection();
+                self.budget.give_back();
                 if rt.shutdown.is_stopping() {
                     Next::Stop
                 } else {
@@ -141,7 +138,7 @@ impl WorkerAccept {
             Accepted::Broken => {
                 // ap_unixd_accept logged the cause; a broken listener is a resource
                 // shortage, as with the listener thread.
-                self.give_back_connection();
+                self.budget.give_back();
                 rt.shutdown.mark_sick();
                 self.ask_stop(rt, StopMode::Graceful);
                 Next::Stop
@@ -194,10 +191,31 @@ impl WorkerAccept {
         signalled
     }
 
-    /// Takes one connection from the MaxConnectionsPerChild budget; false when spent.
-    fn take_connection(&self) -> bool {
+    /// Asks the main thread to stop the child, once for all workers.
+    fn ask_stop(&self, rt: &ChildRuntime, mode: StopMode) {
+        // Relaxed: only makes the request once; the request itself is ordered (Shutdown).
+        if !self.stop_asked.swap(true, Ordering::Relaxed) {
+            rt.ask_main_thread_to_stop(mode);
+        } else {
+            rt.shutdown.request(mode);
+        }
+    }
+}
+
+/// The connections a child may still accept (MaxConnectionsPerChild; 0 = no limit).
+#[derive(Debug)]
+struct ConnectionBudget(AtomicU64);
+
+impl ConnectionBudget {
+    /// A budget of `max` connections (0: unlimited, as MaxConnectionsPerChild 0).
+    fn new(max: u64) -> ConnectionBudget {
+        ConnectionBudget(AtomicU64::new(if max == 0 { u64::MAX } else { max }))
+    }
+
+    /// Takes one connection; false when the budget is spent.
+    fn take(&self) -> bool {
         // Relaxed: a counter that guards no other memory.
-        self.connections_left
+        self.0
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| match n {
                 u64::MAX => Some(n),
                 0 => None,
@@ -207,22 +225,37 @@ impl WorkerAccept {
     }
 
     /// Returns a connection taken for an accept that gave none.
-    fn give_back_connection(&self) {
-        // Relaxed: as in take_connection.
+    fn give_back(&self) {
+        // Relaxed: as in take.
         let _ = self
-            .connections_left
+            .0
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n != u64::MAX).then_some(n + 1)
             });
     }
+}
 
-    /// Asks the main thread to stop the child, once for all workers.
-    fn ask_stop(&self, rt: &ChildRuntime, mode: StopMode) {
-        // Relaxed: only makes the request once; the request itself is ordered (Shutdown).
-        if !self.stop_asked.swap(true, Ordering::Relaxed) {
-            rt.ask_main_thread_to_stop(mode);
-        } else {
-            rt.shutdown.request(mode);
+#[cfg(test)]
+mod tests {
+    use super::ConnectionBudget;
+
+    #[test]
+    fn the_budget_allows_exactly_max_connections() {
+        let b = ConnectionBudget::new(3);
+        assert!(b.take() && b.take());
+        b.give_back(); // an accept that gave nothing
+        assert!(b.take() && b.take());
+        assert!(!b.take(), "3 connections accepted: spent");
+        assert!(!b.take(), "stays spent");
+    }
+
+    #[test]
+    fn zero_means_no_limit() {
+        let b = ConnectionBudget::new(0);
+        for _ in 0..1000 {
+            assert!(b.take());
         }
+        b.give_back();
+        assert!(b.take());
     }
 }
