@@ -445,6 +445,44 @@ impl KeepAliveConn {
 // ------------------------------------------------------------------------------------------
 // 3. MaxConnectionsPerChild counts connections
 
+/// MaxConnectionsPerChild below ThreadsPerChild: workers waiting in accept reserve
+/// connections but do not spend them, so an idle child stays (no churn), and a child under
+/// load retires after exactly N connections, in either accept mode.
+#[test]
+fn max_connections_per_child_smaller_than_threads_per_child() {
+    if Mpm::under_test() != Mpm::Rworker {
+        eprintln!("skipped: reads rworker's RW00010 exit lines");
+        return;
+    }
+    const N: u64 = 3;
+    let opts = ServerOpts::stable() // 2 children x 10 threads
+        .max_connections_per_child(N as u32)
+        .keep_alive(false);
+    let s = Server::start(opts);
+    assert!(s.wait_settled(Duration::from_secs(10)), "not settled");
+    let idle = s.children();
+    sleep(Duration::from_millis(1500));
+    assert_eq!(s.children(), idle, "idle children retired without serving");
+    for i in 0..30 {
+        let (code, _) = http_get(&s.url("/index.html")).unwrap_or_else(|e| panic!("GET {i}: {e}"));
+        assert_eq!(code, 200, "GET {i}");
+    }
+    let log = s.error_log();
+    let served: Vec<u64> = log
+        .lines()
+        .filter_map(|l| l.split("exiting: ").nth(1))
+        .filter_map(|t| t.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(
+        served.len() >= 8,
+        "children that retired: {served:?}\n{log}"
+    );
+    assert!(
+        served.iter().all(|&n| n == N),
+        "connections per retired child: {served:?}"
+    );
+}
+
 #[test]
 fn max_connections_per_child_counts_keepalive_connections_not_requests() {
     const N: usize = 10;

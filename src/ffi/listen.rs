@@ -229,6 +229,27 @@ impl Pod {
         }
     }
 
+    /// Waits up to `timeout` for the pipe to become readable, then reads it as
+    /// [`Pod::check`] does. `None` when nothing came in time or a signal interrupted the
+    /// wait. (If another child reads the message first, the read blocks as `check` does,
+    /// until the next message or a signal.)
+    pub fn wait(self, timeout: std::time::Duration) -> Option<PodMessage> {
+        let mut fd: sys::apr_os_file_t = -1;
+        // SAFETY: an open pod of this generation; pod_in is its live read end.
+        unsafe { sys::apr_os_file_get(&mut fd, (*self.0).pod_in) };
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
+            return None;
+        }
+        Some(self.check())
+    }
+
     /// Asks one child of the bucket to stop (the first to read it).
     pub fn signal(self, how: PodMessage) {
         // SAFETY: an open pod of this generation; the call only writes to the pipe.

@@ -167,3 +167,18 @@ pub fn exit(code: c_int) -> ! {
     // SAFETY: exit(3); the MPM's threads were joined or never started.
     unsafe { libc::exit(code) }
 }
+
+/// The soft limit on open descriptors (RLIMIT_NOFILE), `u64::MAX` when unlimited or unknown.
+pub fn open_files_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0
+        || r.rlim_cur == libc::RLIM_INFINITY
+    {
+        return u64::MAX;
+    }
+    r.rlim_cur
+}

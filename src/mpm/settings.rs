@@ -65,28 +65,66 @@ pub enum AcceptMode {
     Listener,
 }
 
+/// Why a child accepts with its listener thread although `RWorkerAccept workers` is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerBecause {
+    /// Several listening sockets: a worker cannot block in accept on more than one.
+    Sockets,
+    /// An accept mutex serialises accept across children.
+    AcceptMutex,
+    /// `RWorkerKeepAlive park`: its listener owns the poll set connections return to.
+    Park,
+    /// `RWorkerQueue apr`, which exists to A/B the listener's hand-off.
+    AprQueue,
+    /// A module replaced the listening socket's accept function (it may keep state).
+    AcceptFunction,
+    /// The open-file limit: each worker blocked in accept holds a descriptor (the kernel
+    /// reserves the new connection's number first), so ThreadsPerChild idle workers need
+    /// that many on top of what the child already has open.
+    OpenFiles,
+}
+
+/// Descriptors a child keeps for itself beyond one per worker blocked in accept (its
+/// listening sockets, logs, scoreboard, pipe of death, modules' files).
+pub const ACCEPT_FD_RESERVE: u64 = 64;
+
+/// What a child has that decides whether its workers can accept (see
+/// [`AcceptMode::effective`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptSite {
+    /// Listening sockets in the child's bucket.
+    pub sockets: usize,
+    /// Whether accept is serialised with a mutex.
+    pub accept_mutex: bool,
+    /// Whether every socket's accept function is httpd's own `ap_unixd_accept`.
+    pub stock_accept: bool,
+    /// The soft open-file limit (RLIMIT_NOFILE), `u64::MAX` for none.
+    pub open_files: u64,
+}
+
 impl AcceptMode {
-    /// The mode a child runs: `Workers` falls back to `Listener` when the child has more
-    /// than one listening socket (a worker cannot block in accept on several) or uses an
-    /// accept mutex, with `RWorkerKeepAlive park` (its listener owns the poll set every
-    /// connection returns to) and with `RWorkerQueue apr` (which exists to A/B the
-    /// listener's hand-off).
-    pub fn effective(
-        self,
-        s: &Settings,
-        listening_sockets: usize,
-        accept_mutex: bool,
-    ) -> AcceptMode {
-        match self {
-            AcceptMode::Workers
-                if listening_sockets == 1
-                    && !accept_mutex
-                    && s.keep_alive == KeepAliveMode::Thread
-                    && s.queue == QueueKind::Atomic =>
-            {
-                AcceptMode::Workers
-            }
-            _ => AcceptMode::Listener,
+    /// The mode a child runs: `Workers` falls back to `Listener` (saying why) where a
+    /// worker cannot block in accept alone; see [`ListenerBecause`].
+    pub fn effective(self, s: &Settings, site: AcceptSite) -> Result<AcceptMode, ListenerBecause> {
+        if self == AcceptMode::Listener {
+            return Ok(AcceptMode::Listener);
+        }
+        if site.sockets != 1 {
+            Err(ListenerBecause::Sockets)
+        } else if site.accept_mutex {
+            Err(ListenerBecause::AcceptMutex)
+        } else if s.keep_alive == KeepAliveMode::Park {
+            Err(ListenerBecause::Park)
+        } else if s.queue == QueueKind::Apr {
+            Err(ListenerBecause::AprQueue)
+        } else if !site.stock_accept {
+            Err(ListenerBecause::AcceptFunction)
+        } else if (s.threads_per_child.max(1) as u64).saturating_add(ACCEPT_FD_RESERVE)
+            > site.open_files
+        {
+            Err(ListenerBecause::OpenFiles)
+        } else {
+            Ok(AcceptMode::Workers)
         }
     }
 }
@@ -337,33 +375,63 @@ mod tests {
 
     #[test]
     fn workers_accept_only_where_a_worker_can_block_in_accept() {
-        let s = Settings::DEFAULT;
-        let w = AcceptMode::Workers;
-        assert_eq!(w.effective(&s, 1, false), AcceptMode::Workers);
-        assert_eq!(
-            w.effective(&s, 2, false),
-            AcceptMode::Listener,
-            "several sockets"
-        );
-        assert_eq!(
-            w.effective(&s, 1, true),
-            AcceptMode::Listener,
-            "an accept mutex"
-        );
+        let s = Settings::DEFAULT; // ThreadsPerChild 25
+        let one = AcceptSite {
+            sockets: 1,
+            accept_mutex: false,
+            stock_accept: true,
+            open_files: 1024,
+        };
+        let w = |s: &Settings, site| AcceptMode::Workers.effective(s, site);
+        assert_eq!(w(&s, one), Ok(AcceptMode::Workers));
+        let two = AcceptSite { sockets: 2, ..one };
+        assert_eq!(w(&s, two), Err(ListenerBecause::Sockets));
+        let mutex = AcceptSite {
+            accept_mutex: true,
+            ..one
+        };
+        assert_eq!(w(&s, mutex), Err(ListenerBecause::AcceptMutex));
         let park = Settings {
             keep_alive: KeepAliveMode::Park,
             ..s
         };
-        assert_eq!(w.effective(&park, 1, false), AcceptMode::Listener);
+        assert_eq!(w(&park, one), Err(ListenerBecause::Park));
         let apr = Settings {
             queue: QueueKind::Apr,
             ..s
         };
-        assert_eq!(w.effective(&apr, 1, false), AcceptMode::Listener);
+        assert_eq!(w(&apr, one), Err(ListenerBecause::AprQueue));
+        let module = AcceptSite {
+            stock_accept: false,
+            ..one
+        };
+        assert_eq!(w(&s, module), Err(ListenerBecause::AcceptFunction));
         assert_eq!(
-            AcceptMode::Listener.effective(&s, 1, false),
-            AcceptMode::Listener
+            AcceptMode::Listener.effective(&s, one),
+            Ok(AcceptMode::Listener)
         );
+    }
+
+    #[test]
+    fn workers_accept_needs_a_descriptor_each_on_top_of_the_reserve() {
+        let s = Settings {
+            threads_per_child: 1100,
+            ..Settings::DEFAULT
+        };
+        let site = |open_files| AcceptSite {
+            sockets: 1,
+            accept_mutex: false,
+            stock_accept: true,
+            open_files,
+        };
+        let w = |n| AcceptMode::Workers.effective(&s, site(n));
+        assert_eq!(w(1024), Err(ListenerBecause::OpenFiles));
+        assert_eq!(
+            w(1100 + ACCEPT_FD_RESERVE - 1),
+            Err(ListenerBecause::OpenFiles)
+        );
+        assert_eq!(w(1100 + ACCEPT_FD_RESERVE), Ok(AcceptMode::Workers));
+        assert_eq!(w(u64::MAX), Ok(AcceptMode::Workers));
     }
 
     fn clamped(f: impl FnOnce(&mut Settings)) -> (Settings, Vec<u32>) {

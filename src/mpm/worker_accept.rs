@@ -28,8 +28,7 @@ pub struct WorkerAccept {
     pconf: ConfigPool,
     /// MaxMemFree for the workers' transaction pools.
     max_mem_free: usize,
-    /// MaxConnectionsPerChild: a worker takes one connection before it accepts and gives
-    /// it back if it got nothing.
+    /// MaxConnectionsPerChild: a worker reserves a connection before it accepts.
     budget: ConnectionBudget,
     /// Per worker: announced in accept (set before its stop check, cleared after accept
     /// returns), so a stop signals exactly the workers that may be blocked there.
@@ -75,10 +74,14 @@ impl WorkerAccept {
     /// Worker `t`, idle, waits in accept for its next connection, accepted into `ptrans`
     /// (its pool from the last connection, cleared) or a new pool.
     pub fn next(&self, rt: &ChildRuntime, t: usize, ptrans: Option<Pool>) -> Next {
-        if !self.budget.take() {
-            // MaxConnectionsPerChild reached: the child retires gracefully.
-            self.ask_stop(rt, StopMode::Graceful);
-            return Next::Stop;
+        // MaxConnectionsPerChild: only as many workers wait in accept as connections are
+        // left. The others (only in a child's last ThreadsPerChild connections) look again
+        // shortly: a connection comes, or a stop.
+        while !self.budget.reserve() {
+            if rt.shutdown.is_stopping() {
+                return Next::Stop;
+            }
+            std::thread::sleep(BUDGET_RETRY);
         }
         let (mut pool, source) = match ptrans {
             Some(p) => (p, Counter::PoolsReused),
@@ -90,7 +93,7 @@ impl WorkerAccept {
                         e,
                         "AH03137: Failed to create transaction pool"
                     );
-                    self.budget.give_back();
+                    self.budget.release();
                     rt.shutdown.mark_sick();
                     self.ask_stop(rt, StopMode::Graceful);
                     return Next::Stop;
@@ -125,10 +128,15 @@ impl WorkerAccept {
             Accepted::Socket(sock) => {
                 rt.counters.add(source, 1);
                 rt.counters.add(Counter::Connections, 1);
+                if self.budget.accepted() {
+                    // MaxConnectionsPerChild reached: this connection is served, then the
+                    // child retires gracefully.
+                    self.ask_stop(rt, StopMode::Graceful);
+                }
                 Next::Conn(Conn { sock, ptrans: pool })
             }
             Accepted::Nothing => {
-                self.budget.give_back();
+                self.budget.release();
                 if rt.shutdown.is_stopping() {
                     Next::Stop
                 } else {
@@ -138,7 +146,7 @@ impl WorkerAccept {
             Accepted::Broken => {
                 // ap_unixd_accept logged the cause; a broken listener is a resource
                 // shortage, as with the listener thread.
-                self.budget.give_back();
+                self.budget.release();
                 rt.shutdown.mark_sick();
                 self.ask_stop(rt, StopMode::Graceful);
                 Next::Stop
@@ -202,36 +210,57 @@ impl WorkerAccept {
     }
 }
 
-/// The connections a child may still accept (MaxConnectionsPerChild; 0 = no limit).
+/// How long a worker that found no connection left to reserve waits before it looks again.
+const BUDGET_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// MaxConnectionsPerChild for workers that accept concurrently. A worker reserves one
+/// connection before it waits in accept and gives it back if it got none, so a child never
+/// accepts more than the limit; the child stops when the limit is *accepted*, not when it
+/// is merely reserved (workers waiting in accept must not retire an idle child).
 #[derive(Debug)]
-struct ConnectionBudget(AtomicU64);
+struct ConnectionBudget {
+    /// Connections neither accepted nor reserved (`u64::MAX`: no limit).
+    left: AtomicU64,
+    /// Connections accepted.
+    accepted: AtomicU64,
+    /// MaxConnectionsPerChild (`u64::MAX`: none).
+    limit: u64,
+}
 
 impl ConnectionBudget {
     /// A budget of `max` connections (0: unlimited, as MaxConnectionsPerChild 0).
     fn new(max: u64) -> ConnectionBudget {
-        ConnectionBudget(AtomicU64::new(if max == 0 { u64::MAX } else { max }))
+        let limit = if max == 0 { u64::MAX } else { max };
+        ConnectionBudget {
+            left: AtomicU64::new(limit),
+            accepted: AtomicU64::new(0),
+            limit,
+        }
     }
 
-    /// Takes one connection; false when the budget is spent.
-    fn take(&self) -> bool {
-        // Relaxed: a counter that guards no other memory.
-        self.0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| match n {
-                u64::MAX => Some(n),
-                0 => None,
-                n => Some(n - 1),
-            })
-            .is_ok()
+    /// Reserves a connection for an accept; false when every one left is reserved.
+    fn reserve(&self) -> bool {
+        // Relaxed: counters that guard no other memory.
+        self.limit == u64::MAX
+            || self
+                .left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
     }
 
-    /// Returns a connection taken for an accept that gave none.
-    fn give_back(&self) {
-        // Relaxed: as in take.
-        let _ = self
-            .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n != u64::MAX).then_some(n + 1)
-            });
+    /// Gives back a reservation whose accept gave nothing.
+    fn release(&self) {
+        if self.limit != u64::MAX {
+            // Relaxed: as in reserve.
+            self.left.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a reserved connection as accepted; true exactly once, for the one that
+    /// reaches the limit.
+    fn accepted(&self) -> bool {
+        // Relaxed: as in reserve.
+        self.limit != u64::MAX && self.accepted.fetch_add(1, Ordering::Relaxed) + 1 == self.limit
     }
 }
 
@@ -240,22 +269,26 @@ mod tests {
     use super::ConnectionBudget;
 
     #[test]
-    fn the_budget_allows_exactly_max_connections() {
+    fn reservations_never_exceed_the_limit_and_only_accepts_spend_it() {
         let b = ConnectionBudget::new(3);
-        assert!(b.take() && b.take());
-        b.give_back(); // an accept that gave nothing
-        assert!(b.take() && b.take());
-        assert!(!b.take(), "3 connections accepted: spent");
-        assert!(!b.take(), "stays spent");
+        // Three workers wait in accept; a fourth finds nothing left to reserve.
+        assert!(b.reserve() && b.reserve() && b.reserve());
+        assert!(!b.reserve());
+        // One is interrupted (a signal): its reservation comes back.
+        b.release();
+        assert!(b.reserve());
+        // Waiting reserved nothing away for good: the child stops only on the third accept.
+        assert!(!b.accepted() && !b.accepted());
+        assert!(
+            b.accepted(),
+            "the third accepted connection reaches the limit"
+        );
+        assert!(!b.reserve(), "spent");
     }
 
     #[test]
     fn zero_means_no_limit() {
         let b = ConnectionBudget::new(0);
-        for _ in 0..1000 {
-            assert!(b.take());
-        }
-        b.give_back();
-        assert!(b.take());
+        assert!((0..10_000).all(|_| b.reserve() && !b.accepted()));
     }
 }

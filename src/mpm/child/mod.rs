@@ -26,7 +26,7 @@ use crate::mpm::inbox::Parking;
 use crate::mpm::runtime::{
     ChildRuntime, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
 };
-use crate::mpm::settings::{AcceptMode, KeepAliveMode};
+use crate::mpm::settings::{AcceptMode, AcceptSite, KeepAliveMode, ListenerBecause};
 use crate::mpm::status::{ChildCounters, Counter};
 use crate::mpm::worker_accept::WorkerAccept;
 use crate::mpm::{listen, listener, settings};
@@ -201,20 +201,33 @@ fn acceptor(
     pconf: ConfigPool,
     st: settings::Settings,
 ) -> Acceptor {
-    let workers = st
-        .accept
-        .effective(&st, sockets.len(), accept_mutex.is_some())
-        == AcceptMode::Workers
-        && sockets.iter().all(|s| s.accepts_concurrently());
+    let site = AcceptSite {
+        sockets: sockets.len(),
+        accept_mutex: accept_mutex.is_some(),
+        stock_accept: sockets.iter().all(|s| s.accepts_concurrently()),
+        open_files: process::open_files_limit(),
+    };
+    let mode = st.accept.effective(&st, site);
+    let workers = mode == Ok(AcceptMode::Workers);
+    if mode == Err(ListenerBecause::OpenFiles) {
+        crate::mpm_log!(
+            level::WARNING,
+            0,
+            "RW00013: the open-file limit ({}) leaves too few descriptors for ThreadsPerChild {} workers waiting in accept (each holds one, plus {} for the child); the listener thread accepts instead (raise ulimit -n, e.g. APACHE_ULIMIT_MAX_FILES in /etc/apache2/envvars)",
+            site.open_files,
+            st.threads_per_child,
+            settings::ACCEPT_FD_RESERVE
+        );
+    }
     crate::mpm_log!(
         level::DEBUG,
         0,
         "RW00011: child {} accepts with {}",
         std::process::id(),
-        if workers {
-            "its idle workers (RWorkerAccept workers)"
-        } else {
-            "its listener thread"
+        match mode {
+            Ok(AcceptMode::Workers) => "its idle workers (RWorkerAccept workers)".to_string(),
+            Ok(AcceptMode::Listener) => "its listener thread".to_string(),
+            Err(why) => format!("its listener thread ({why:?})"),
         }
     );
     match sockets.pop() {
@@ -261,13 +274,26 @@ fn build_runtime(
     })))
 }
 
-/// The main thread's wait: read the pipe of death; SIGTERM (the parent's reaper, or
-/// the listener's nudge) interrupts the read.
+/// How long the main thread waits on the pipe of death before it looks at the stop state
+/// again: a bound on how late it notices a stop its own threads asked for if their SIGTERM
+/// nudge landed just before the wait began (a signal does not interrupt a wait that has
+/// not started yet).
+const POD_WAIT: Duration = Duration::from_millis(200);
+
+/// The main thread's wait: read the pipe of death; SIGTERM (the parent's reaper, or the
+/// nudge of a thread that asks the child to stop) interrupts the wait.
 fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
     signal::latch_sigterm();
     signal::unblock_for_this_thread(libc::SIGTERM);
     loop {
-        let msg = pod.check();
+        // A thread may have asked before this thread got here (workers that accept for
+        // themselves can reach MaxConnectionsPerChild within milliseconds of the start).
+        let asked = rt.shutdown.mode();
+        if asked != StopMode::None {
+            signal::take_sigterm();
+            return asked;
+        }
+        let msg = pod.wait(POD_WAIT).unwrap_or(PodMessage::None);
         let asked = rt.shutdown.mode();
         // A bare SIGTERM (someone signalling the child directly) changes nothing, as with
         // the stock worker: the parent stops children through the pipe of death. Once a
