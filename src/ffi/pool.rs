@@ -88,7 +88,9 @@ unsafe fn create_sub_raw(parent: *mut sys::apr_pool_t, tag: &'static CStr) -> Re
 pub struct ConfigPool(NonNull<sys::apr_pool_t>);
 
 // SAFETY: the handle only creates subpools, which APR serialises through pconf's
-// allocator mutex; in a child only the main thread and the listener do it, as in worker.c.
+// allocator mutex (httpd's pconf shares the global allocator, which has one); in a child the
+// main thread, the starter, the listener and (RWorkerAccept workers) each worker's first
+// connection do it.
 unsafe impl Send for ConfigPool {}
 // SAFETY: as for Send.
 unsafe impl Sync for ConfigPool {}
