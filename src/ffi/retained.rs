@@ -29,6 +29,7 @@ struct Block {
     first_server_limit: c_int,
     first_thread_limit: c_int,
     sick_child_detected: c_int,
+    healthy_child_seen: c_int,
     maxclients_reported: c_int,
     near_maxclients_reported: c_int,
     max_daemons_limit: c_int,
@@ -201,6 +202,10 @@ impl Retained {
     own_int!(
         /// A child exited with APEXIT_CHILDSICK since the last healthy sign.
         sick_child_detected, set_sick_child_detected
+    );
+    own_int!(
+        /// A maintenance census of this generation saw an active thread.
+        healthy_child_seen, set_healthy_child_seen
     );
     own_int!(
         /// AH00286 (MaxRequestWorkers reached) was logged; reset when load drops.

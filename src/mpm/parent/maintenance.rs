@@ -50,6 +50,11 @@ pub struct Memory {
     pub hold_off: c_int,
     /// A child exited sick and no thread has been active since.
     pub sick_child_detected: bool,
+    /// A census of this generation saw an active thread: children did initialise, so a
+    /// later sick child is a transient shortage (fds, memory), not a server that cannot
+    /// start. A child that retires sick may be gone before the next census (rworker's
+    /// children exit at once, the stock worker's linger), so the census alone cannot say.
+    pub healthy_child_seen: bool,
     /// AH00286 was logged for the current saturation.
     pub maxclients_reported: bool,
     /// AH00287 was logged for the current saturation.
@@ -106,8 +111,11 @@ pub struct Decision {
 /// where a sick server gives up), updating `m`.
 pub fn decide(c: &Census, l: &Limits, last_bucket: bool, m: &mut Memory) -> Decision {
     let mut lines = Vec::new();
+    if c.active_threads > 0 {
+        m.healthy_child_seen = true;
+    }
     if m.sick_child_detected {
-        if c.active_threads > 0 {
+        if m.healthy_child_seen {
             m.sick_child_detected = false;
         } else if last_bucket {
             return Decision {
@@ -197,6 +205,7 @@ mod tests {
             spawn_rate: 1,
             hold_off: 0,
             sick_child_detected: false,
+            healthy_child_seen: false,
             maxclients_reported: false,
             near_maxclients_reported: false,
             scoreboard_full_cycles: 0,
@@ -388,5 +397,11 @@ mod tests {
         let d = decide(&census(0, 1, &[1]), &L, true, &mut m);
         assert!(!m.sick_child_detected);
         assert!(matches!(d.action, Action::Spawn(_)));
+        // Children did initialise: a later sick child whose replacements die before a
+        // census (descriptors ran out under load) is a shortage, not a reason to exit.
+        m.sick_child_detected = true;
+        let d = decide(&census(0, 0, &[1]), &L, true, &mut m);
+        assert!(!m.sick_child_detected);
+        assert_eq!(d.action, Action::Spawn(vec![1]));
     }
 }

@@ -73,6 +73,8 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
         child::main(token, pconf, 0, 0);
     }
 
+    // A new generation must show again that its children can start (AH02325).
+    r.set_healthy_child_seen(0);
     if was_graceful {
         // Old children still drain: grow slowly until they are gone.
         r.set_hold_off_on_exponential_spawning(10);
@@ -244,6 +246,7 @@ impl Parent {
             spawn_rate: scope.spawn_rate,
             hold_off: r.hold_off_on_exponential_spawning(),
             sick_child_detected: r.sick_child_detected() != 0,
+            healthy_child_seen: r.healthy_child_seen() != 0,
             maxclients_reported: r.maxclients_reported() != 0,
             near_maxclients_reported: r.near_maxclients_reported() != 0,
             scoreboard_full_cycles: r.scoreboard_full_cycles(),
@@ -252,6 +255,7 @@ impl Parent {
         r.set_spawn_rate(bucket as usize, m.spawn_rate);
         r.set_hold_off_on_exponential_spawning(m.hold_off);
         r.set_sick_child_detected(m.sick_child_detected as c_int);
+        r.set_healthy_child_seen(m.healthy_child_seen as c_int);
         r.set_maxclients_reported(m.maxclients_reported as c_int);
         r.set_near_maxclients_reported(m.near_maxclients_reported as c_int);
         r.set_scoreboard_full_cycles(m.scoreboard_full_cycles);
