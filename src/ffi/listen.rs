@@ -269,8 +269,8 @@ unsafe impl Send for Listener {}
 #[derive(Debug)]
 pub struct SharedListener(NonNull<sys::ap_listen_rec>);
 
-// SAFETY: made only from a Listener whose accept_func is ap_unixd_accept
-// (`Listener::accepts_concurrently`), which only reads the listen record and its listening
+// SAFETY: made only by `Listener::into_shared`, for a socket whose accept_func is
+// ap_unixd_accept (`Listener::accepts_concurrently`), which only reads the listen record and its listening
 // apr_socket_t: apr_socket_accept writes nothing but the new socket, allocated in the
 // caller's own ptrans, and the kernel serialises accept(2) calls on one socket. The record
 // lives in pconf, which outlives the child's threads.
@@ -359,9 +359,11 @@ impl Listener {
     }
 
     /// Shares this socket with the child's idle workers, which all accept on it
-    /// (`RWorkerAccept workers`). The caller checked [`Listener::accepts_concurrently`].
-    pub fn into_shared(self) -> SharedListener {
-        SharedListener(self.0)
+    /// (`RWorkerAccept workers`); `None` (the socket dropped) unless
+    /// [`Listener::accepts_concurrently`].
+    pub fn into_shared(self) -> Option<SharedListener> {
+        self.accepts_concurrently()
+            .then_some(SharedListener(self.0))
     }
 
     /// Makes accept non-blocking (a listener that polls must not block in accept when

@@ -94,8 +94,7 @@ impl WorkerAccept {
                         "AH03137: Failed to create transaction pool"
                     );
                     self.budget.release();
-                    rt.shutdown.mark_sick();
-                    self.ask_stop(rt, StopMode::Graceful);
+                    self.retire_sick(rt);
                     return Next::Stop;
                 }
             },
@@ -147,8 +146,7 @@ impl WorkerAccept {
                 // ap_unixd_accept logged the cause; a broken listener is a resource
                 // shortage, as with the listener thread.
                 self.budget.release();
-                rt.shutdown.mark_sick();
-                self.ask_stop(rt, StopMode::Graceful);
+                self.retire_sick(rt);
                 Next::Stop
             }
         }
@@ -182,7 +180,7 @@ impl WorkerAccept {
     /// Interrupts every worker that may be blocked in accept (after a stop request).
     /// Returns how many were signalled (0: none is in accept any more, and none will enter
     /// it, since each checks for the stop after announcing itself).
-    pub fn signal_accepting(&self, threads: &Threads) -> usize {
+    fn signal_accepting(&self, threads: &Threads) -> usize {
         // SeqCst: pairs with the fence in `next` (see there).
         fence(Ordering::SeqCst);
         let mut signalled = 0;
@@ -197,6 +195,12 @@ impl WorkerAccept {
             }
         }
         signalled
+    }
+
+    /// A resource shortage: the child exits sick after a graceful stop.
+    fn retire_sick(&self, rt: &ChildRuntime) {
+        rt.shutdown.mark_sick();
+        self.ask_stop(rt, StopMode::Graceful);
     }
 
     /// Asks the main thread to stop the child, once for all workers.

@@ -169,10 +169,14 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     starter.join();
     rt.signal_threads(mode);
     if let Some(acc) = accept {
-        acc.signal_accepting(&rt.threads);
+        // No listener to leave: the child accepts no more once its workers are out of
+        // accept, as when the listener has gone.
+        acc.leave(rt);
+        scoreboard::set_quiescing(rt.slot);
+        rt.shutdown.mark_listener_gone();
     }
     main.run_child_stopping(mode == StopMode::Graceful);
-    join_threads(rt, accept, mode);
+    join_threads(rt, mode);
 
     crate::mpm_log!(
         level::DEBUG,
@@ -230,19 +234,18 @@ fn acceptor(
             Err(why) => format!("its listener thread ({why:?})"),
         }
     );
-    match sockets.pop() {
-        Some(socket) if workers => Acceptor::Workers(Box::leak(Box::new(WorkerAccept::new(
-            socket.into_shared(),
-            pconf,
-            httpd::max_mem_free(),
-            httpd::max_connections_per_child().max(0) as u64,
-            rt.threads.workers(),
-        )))),
-        last => {
-            sockets.extend(last);
-            Acceptor::Listener(listener::Listener::new(sockets, accept_mutex, pconf))
+    if workers {
+        if let Some(socket) = sockets.pop().and_then(ListenSocket::into_shared) {
+            return Acceptor::Workers(Box::leak(Box::new(WorkerAccept::new(
+                socket,
+                pconf,
+                httpd::max_mem_free(),
+                httpd::max_connections_per_child().max(0) as u64,
+                rt.threads.workers(),
+            ))));
         }
     }
+    Acceptor::Listener(listener::Listener::new(sockets, accept_mutex, pconf))
 }
 
 fn build_runtime(
@@ -314,14 +317,8 @@ fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
 /// Joins the listener and the workers. A graceful stop waits for in-flight
 /// connections; a SIGTERM from the parent while waiting (GracefulShutdownTimeout
 /// expired, or `-k stop`) turns it into an immediate stop.
-fn join_threads(rt: &ChildRuntime, accept: Option<&WorkerAccept>, mut mode: StopMode) {
-    if let Some(acc) = accept {
-        // The child accepts no more, as when the listener has gone.
-        acc.leave(rt);
-        rt.handoff.term_queue();
-        scoreboard::set_quiescing(rt.slot);
-        rt.shutdown.mark_listener_gone();
-    } else if let Some(listener) = rt.threads.take_listener() {
+fn join_threads(rt: &ChildRuntime, mut mode: StopMode) {
+    if let Some(listener) = rt.threads.take_listener() {
         // The listener may be between its stop check and a blocking call when the signal
         // lands: nudge it again until it reports that it left its loop.
         let mut tries = 0;
