@@ -293,8 +293,14 @@ fn foreground_serves_then_exits_on(sig: i32) {
         s.tasks_per_child(),
         "tasks of the -X process"
     );
-    // mod_status counts the -X process's workers (its scoreboard slot carries its pid).
-    let st = s.server_status_auto();
+    // mod_status counts the -X process's workers (its scoreboard slot carries its pid),
+    // once each has run far enough to report (a thread that exists may not have run yet
+    // on a loaded machine: its column still says 'S').
+    let mut st = s.server_status_auto();
+    wait_until(Duration::from_secs(5), || {
+        st = s.server_status_auto();
+        st.busy() + st.idle() == opts.effective_threads_per_child() as usize
+    });
     assert_eq!(
         st.busy() + st.idle(),
         opts.effective_threads_per_child() as usize,

@@ -28,20 +28,29 @@ pub enum Job {
     /// A parked connection to close with lingering (timeout expired, the child stops),
     /// on a worker so that the pre_close hooks (h2 GOAWAY, TLS close_notify) run there.
     Close(AsyncConn),
+    /// No connection: wait in accept instead of on the fdqueue (a parking child whose
+    /// workers accept has more of them on the fdqueue than it needs, `idle_split`).
+    Accept,
 }
 
 impl Job {
     /// Closes the job's connection unserved (an immediate stop, a queue that refused it);
-    /// returns its pool, cleared.
-    pub fn close_unserved(self) -> Pool {
+    /// returns its pool, cleared (none for `Job::Accept`).
+    pub fn close_unserved(self) -> Option<Pool> {
         match self {
-            Job::New(conn) => conn.drop_unserved(),
+            Job::New(conn) => Some(conn.drop_unserved()),
             Job::Resume(c) | Job::Close(c) => {
                 let mut pool = c.close(true);
                 pool.clear();
-                pool
+                Some(pool)
             }
+            Job::Accept => None,
         }
+    }
+
+    /// Whether the job carries a connection (the child's open-connection count).
+    pub fn has_connection(&self) -> bool {
+        !matches!(self, Job::Accept)
     }
 }
 

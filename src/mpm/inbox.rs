@@ -10,6 +10,7 @@ use rworker_queue::{Inbox, Wake};
 
 use crate::ffi::async_conn::AsyncConn;
 use crate::ffi::epoll::WakeFd;
+use crate::mpm::idle_split::IdleSplit;
 
 /// Why a connection is parked, and so what the listener waits for and how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +43,8 @@ pub struct Parking {
     /// The listener has work for a worker but none is idle: the next worker to go idle
     /// wakes it.
     wants_idler: AtomicBool,
+    /// Where idle workers wait when they accept for themselves.
+    pub split: IdleSplit,
     /// The child's open connections (accepted and not yet closed), for `ConnsTotal`.
     open: AtomicU32,
     /// Connections a module suspended (`CONN_STATE_SUSPENDED`).
@@ -57,6 +60,7 @@ impl Parking {
             inbox: Inbox::new((4 * threads_per_child).max(64)),
             wake: WakeFd::new()?,
             wants_idler: AtomicBool::new(false),
+            split: IdleSplit::new(threads_per_child),
             open: AtomicU32::new(0),
             suspended: AtomicU32::new(0),
         })
@@ -88,6 +92,12 @@ impl Parking {
     pub fn idler_found(&self) {
         // Relaxed: only saves workers a wake; a stale `true` costs one eventfd write.
         self.wants_idler.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the listener waits for an idle worker now (a hint for `idle_split`).
+    pub fn listener_waits(&self) -> bool {
+        // Relaxed: a hint; the wake protocol is want_idler / worker_idle.
+        self.wants_idler.load(Ordering::Relaxed)
     }
 
     /// A worker went idle: wakes the listener if it waits for one.

@@ -19,6 +19,7 @@ pub mod config_pass;
 pub mod conn;
 pub mod directives;
 pub mod handoff;
+pub mod idle_split;
 pub mod inbox;
 pub mod listen;
 pub mod listener;

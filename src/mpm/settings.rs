@@ -58,7 +58,8 @@ pub enum AcceptMode {
     /// Idle worker threads accept for themselves, each blocked in accept on the listening
     /// socket (the kernel hands each connection to exactly one of them): no listener
     /// wake, no queue, no futex per connection. Only where it can work: one listening
-    /// socket per bucket and `RWorkerKeepAlive thread` (see [`AcceptMode::effective`]).
+    /// socket per bucket, no accept mutex (see [`AcceptMode::effective`]). With
+    /// `RWorkerKeepAlive park` the listener thread still watches parked connections.
     Workers,
     /// The listener thread accepts and hands the connection to an idle worker through the
     /// fdqueue (the stock worker MPM's way).
@@ -72,8 +73,6 @@ pub enum ListenerBecause {
     Sockets,
     /// An accept mutex serialises accept across children.
     AcceptMutex,
-    /// `RWorkerKeepAlive park`: its listener owns the poll set connections return to.
-    Park,
     /// `RWorkerQueue apr`, which exists to A/B the listener's hand-off.
     AprQueue,
     /// A module replaced the listening socket's accept function (it may keep state).
@@ -113,8 +112,6 @@ impl AcceptMode {
             Err(ListenerBecause::Sockets)
         } else if site.accept_mutex {
             Err(ListenerBecause::AcceptMutex)
-        } else if s.keep_alive == KeepAliveMode::Park {
-            Err(ListenerBecause::Park)
         } else if s.queue == QueueKind::Apr {
             Err(ListenerBecause::AprQueue)
         } else if !site.stock_accept {
@@ -395,7 +392,7 @@ mod tests {
             keep_alive: KeepAliveMode::Park,
             ..s
         };
-        assert_eq!(w(&park, one), Err(ListenerBecause::Park));
+        assert_eq!(w(&park, one), Ok(AcceptMode::Workers));
         let apr = Settings {
             queue: QueueKind::Apr,
             ..s

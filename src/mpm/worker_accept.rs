@@ -112,11 +112,14 @@ impl WorkerAccept {
             Accepted::Nothing
         } else {
             // Relaxed: a gauge for server-status.
+            // (A parking child's idle workers on the fdqueue count too.)
             let idle = self.idle.fetch_add(1, Ordering::Relaxed) + 1;
-            rt.counters.set(Counter::IdleWorkers, idle as u64);
+            rt.counters
+                .set(Counter::IdleWorkers, idle as u64 + rt.handoff.idlers());
             let got = self.socket.accept(&mut pool);
             let idle = self.idle.fetch_sub(1, Ordering::Relaxed) - 1;
-            rt.counters.set(Counter::IdleWorkers, idle as u64);
+            rt.counters
+                .set(Counter::IdleWorkers, idle as u64 + rt.handoff.idlers());
             got
         };
         // Relaxed: a late clear only costs this worker a spurious signal, which the
@@ -149,6 +152,34 @@ impl WorkerAccept {
                 self.retire_sick(rt);
                 Next::Stop
             }
+        }
+    }
+
+    /// Workers waiting in accept now.
+    pub fn waiting(&self) -> usize {
+        // Relaxed: a gauge (and a hint for `idle_split`).
+        self.idle.load(Ordering::Relaxed)
+    }
+
+    /// A parking child's listener needs a worker on the fdqueue and none is there:
+    /// interrupts one worker waiting in accept, which then looks at the fdqueue. False
+    /// when none is in accept.
+    pub fn nudge_one(&self, threads: &Threads) -> bool {
+        // Relaxed: a flag read late costs a nudge that lands on a worker that has just
+        // left accept (its blocking calls retry EINTR) or none at all; the listener tries
+        // again shortly while it still waits.
+        let Some(t) = self.in_accept.iter().position(|f| f.load(Ordering::Relaxed)) else {
+            return false;
+        };
+        match threads.worker_os_thread(t) {
+            Some(os) => {
+                // SAFETY: the caller is the child's listener thread, and the main thread
+                // joins the workers only after the listener has left, so worker `t`'s
+                // thread exists.
+                unsafe { os.signal(WORKER_SIGNAL) };
+                true
+            }
+            None => false,
         }
     }
 

@@ -132,7 +132,7 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         st,
     );
     let accept = match &acceptor {
-        Acceptor::Workers(acc) => Some(*acc),
+        Acceptor::Workers(acc) | Acceptor::WorkersAndParking(acc, _) => Some(*acc),
         Acceptor::Listener(_) => None,
     };
 
@@ -169,11 +169,14 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     starter.join();
     rt.signal_threads(mode);
     if let Some(acc) = accept {
-        // No listener to leave: the child accepts no more once its workers are out of
-        // accept, as when the listener has gone.
+        // The child accepts no more once its workers are out of accept. Without parking
+        // there is no listener to leave: that is when the listener has gone. A parking
+        // listener leaves by itself once its parked connections are done.
         acc.leave(rt);
         scoreboard::set_quiescing(rt.slot);
-        rt.shutdown.mark_listener_gone();
+        if rt.parking.is_none() {
+            rt.shutdown.mark_listener_gone();
+        }
     }
     main.run_child_stopping(mode == StopMode::Graceful);
     join_threads(rt, mode);
@@ -236,13 +239,20 @@ fn acceptor(
     );
     if workers {
         if let Some(socket) = sockets.pop().and_then(ListenSocket::into_shared) {
-            return Acceptor::Workers(Box::leak(Box::new(WorkerAccept::new(
+            let acc: &'static WorkerAccept = Box::leak(Box::new(WorkerAccept::new(
                 socket,
                 pconf,
                 httpd::max_mem_free(),
                 httpd::max_connections_per_child().max(0) as u64,
                 rt.threads.workers(),
-            ))));
+            )));
+            return match rt.parking {
+                Some(_) => Acceptor::WorkersAndParking(
+                    acc,
+                    listener::Listener::new(Vec::new(), None, pconf),
+                ),
+                None => Acceptor::Workers(acc),
+            };
         }
     }
     Acceptor::Listener(listener::Listener::new(sockets, accept_mutex, pconf))

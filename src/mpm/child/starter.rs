@@ -2,7 +2,7 @@
 //! scoreboard column that is free — DEAD, or GRACEFUL, which a quiescing child of an
 //! older generation may still hold after a graceful restart, so it retries each second —
 //! and the listener together with the first worker (none when the workers accept for
-//! themselves, `RWorkerAccept workers`).
+//! themselves, `RWorkerAccept workers`, unless it parks connections).
 
 use std::os::raw::c_int;
 use std::time::Duration;
@@ -20,6 +20,9 @@ pub enum Acceptor {
     Listener(listener::Listener),
     /// The idle workers themselves (`RWorkerAccept workers`).
     Workers(&'static WorkerAccept),
+    /// The idle workers, in a parking child (`RWorkerKeepAlive park`): the listener thread
+    /// (without listening sockets) watches the parked connections.
+    WorkersAndParking(&'static WorkerAccept, listener::Listener),
 }
 
 /// Runs the starter: returns once every worker exists, a stop was requested, or a thread
@@ -34,6 +37,7 @@ pub fn run(rt: &'static ChildRuntime, acceptor: Acceptor) {
     let (mut listener, accept) = match acceptor {
         Acceptor::Listener(l) => (Some(l), None),
         Acceptor::Workers(acc) => (None, Some(acc)),
+        Acceptor::WorkersAndParking(acc, l) => (Some(l), Some(acc)),
     };
     let tpc = rt.threads.workers();
     let mut created = 0usize;
@@ -67,7 +71,7 @@ pub fn run(rt: &'static ChildRuntime, acceptor: Acceptor) {
             created += 1;
             if let Some(l) = listener.take() {
                 let run = move |_| match rt.parking {
-                    Some(_) => parking::run(l, rt),
+                    Some(_) => parking::run(l, rt, accept),
                     None => l.run(rt),
                 };
                 match rt.spawner.spawn(run) {

@@ -37,6 +37,7 @@ use crate::mpm::inbox::{Park, ParkState, Parking};
 use crate::mpm::listener::{publish_wakes, Listener};
 use crate::mpm::runtime::{ChildRuntime, StopMode, LISTENER_SIGNAL};
 use crate::mpm::status::Counter;
+use crate::mpm::worker_accept::WorkerAccept;
 use ready::Ready;
 use table::{Key, Table};
 use timeouts::Timeouts;
@@ -51,6 +52,9 @@ const SHORT_LINGER: Duration = Duration::from_secs(2);
 const LINGER: Duration = Duration::from_secs(30);
 /// Longest sleep while work waits for an idle worker (a missed wake costs at most this).
 const IDLER_POLL: Duration = Duration::from_millis(100);
+/// With workers that accept: how soon the listener interrupts another worker in accept
+/// when the one it interrupted has not come to the fdqueue (it had just accepted).
+const NUDGE_AGAIN: Duration = Duration::from_millis(5);
 /// How often the scoreboard's connection counts are refreshed.
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 
@@ -84,10 +88,19 @@ struct ParkingListener<'a> {
     connections_left: u64,
     wakes_counted: u64,
     last_publish: Instant,
+    /// The workers accept new connections themselves (`RWorkerAccept workers`): this
+    /// listener only watches parked connections, and gets workers out of accept when it
+    /// needs one on the fdqueue (`crate::mpm::idle_split`).
+    accept: Option<&'static WorkerAccept>,
+    /// With `accept`: a worker was wanted on the fdqueue since the last publish.
+    short_on_queue: bool,
+    /// With `accept`: when a worker was last interrupted in accept.
+    last_nudge: Option<Instant>,
 }
 
-/// The listener thread's body in a parking child.
-pub fn run(l: Listener, rt: &'static ChildRuntime) {
+/// The listener thread's body in a parking child; with `accept`, the workers accept new
+/// connections and `l` has no sockets.
+pub fn run(l: Listener, rt: &'static ChildRuntime, accept: Option<&'static WorkerAccept>) {
     panic::enter("listener thread (parking)");
     rt.threads.listener_started();
     signal::unblock_for_this_thread(LISTENER_SIGNAL);
@@ -127,6 +140,9 @@ pub fn run(l: Listener, rt: &'static ChildRuntime) {
         },
         wakes_counted: 0,
         last_publish: Instant::now(),
+        accept,
+        short_on_queue: false,
+        last_nudge: None,
     };
     pl.run();
 }
@@ -167,6 +183,9 @@ impl ParkingListener<'_> {
             self.arm_listeners(stopping);
             if now.duration_since(self.last_publish) >= PUBLISH_EVERY {
                 self.publish();
+                if !stopping {
+                    self.resize_split();
+                }
             }
             if stopping
                 && self.table.is_empty()
@@ -184,6 +203,7 @@ impl ParkingListener<'_> {
                     self.parking.idler_found();
                     continue;
                 }
+                self.nudge(now);
             }
             let mut timeout = self.timeouts.poll_timeout_ms(now);
             let mut cap = |d: Duration| {
@@ -196,6 +216,9 @@ impl ParkingListener<'_> {
             if waiting_for_idler || stopping {
                 cap(IDLER_POLL);
             }
+            if waiting_for_idler && self.accept.is_some() {
+                cap(NUDGE_AGAIN);
+            }
             let sleep = consumer.prepare_to_sleep();
             let events: Vec<(u64, bool)> =
                 self.epoll.wait(if sleep { timeout } else { 0 }).collect();
@@ -205,6 +228,46 @@ impl ParkingListener<'_> {
             }
         }
         self.finish(consumer);
+    }
+
+    /// With workers that accept, none of them waits on the fdqueue for the work in the
+    /// ready FIFO: wants more there from now on, and gets one out of accept (again after
+    /// `NUDGE_AGAIN` if it does not come).
+    fn nudge(&mut self, now: Instant) {
+        let Some(acc) = self.accept else {
+            return;
+        };
+        self.parking.split.short_on_queue();
+        self.short_on_queue = true;
+        if self
+            .last_nudge
+            .is_some_and(|t| now.duration_since(t) < NUDGE_AGAIN)
+        {
+            return;
+        }
+        if acc.nudge_one(&self.rt.threads) {
+            self.last_nudge = Some(now);
+        }
+    }
+
+    /// With workers that accept, once a second: a second without a shortage on the
+    /// fdqueue halves its share of the idle workers, and the workers waiting there beyond
+    /// it are sent back to accept.
+    fn resize_split(&mut self) {
+        if self.accept.is_none() {
+            return;
+        }
+        if !std::mem::take(&mut self.short_on_queue) {
+            self.parking.split.decay();
+        }
+        let split = &self.parking.split;
+        while split.excess(self.rt.handoff.idlers() as usize) && self.rt.handoff.try_get_idler()
+        {
+            if self.rt.handoff.push(Job::Accept).is_err() {
+                break;
+            }
+        }
+        self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
     }
 
     /// Stop under way: stop listening, and send parked keep-alive connections to workers
@@ -439,9 +502,12 @@ impl ParkingListener<'_> {
 
     /// Closes a job's connection unserved and recycles its pool.
     fn close_job(&mut self, job: Job) {
-        self.parking.closed();
-        let pool = job.close_unserved();
-        self.recycle(pool);
+        if job.has_connection() {
+            self.parking.closed();
+        }
+        if let Some(pool) = job.close_unserved() {
+            self.recycle(pool);
+        }
     }
 
     fn recycle(&mut self, pool: Pool) {

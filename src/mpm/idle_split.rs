@@ -1,0 +1,155 @@
+//! Where the idle workers of a parking child wait when they accept for themselves
+//! (`RWorkerKeepAlive park` with `RWorkerAccept workers`): blocked in accept(2), to take
+//! the next new connection with no listener in between, or on the fdqueue, for a parked
+//! connection that the listener resumes (or must close).
+//!
+//! A new connection costs one wake-up when a worker waits for it in accept, two when the
+//! listener accepts it and wakes a worker; a resumed connection costs one futex wake when
+//! a worker waits on the fdqueue, and a signal (to get a worker out of accept) when none
+//! does. So the split follows the traffic: the listener raises the fdqueue's share each
+//! time it finds no worker there and halves it each second in which it never did. Workers
+//! above the share that wait on the fdqueue are sent back to accept (`Job::Accept`). At
+//! least one idle worker always waits in accept, so new connections are never left to the
+//! fdqueue's share alone.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Where an idle worker waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// In accept(2), for a new connection.
+    Accept,
+    /// On the fdqueue, for work from the listener.
+    Queue,
+}
+
+/// What a worker going idle knows when it chooses.
+#[derive(Clone, Copy, Debug)]
+pub struct Idle {
+    /// The child stops: no more accepting; the listener still hands out closes.
+    pub stopping: bool,
+    /// The listener waits for an idle worker now.
+    pub listener_waits: bool,
+    /// Workers in accept now.
+    pub in_accept: usize,
+    /// Workers waiting on the fdqueue now.
+    pub on_queue: usize,
+}
+
+/// The fdqueue's share of the idle workers (see the module doc).
+#[derive(Debug)]
+pub struct IdleSplit {
+    /// Idle workers wanted on the fdqueue, 1..=max.
+    on_queue: AtomicUsize,
+    max: usize,
+}
+
+impl IdleSplit {
+    /// For a child of `threads_per_child` workers: one on the fdqueue to start with.
+    pub fn new(threads_per_child: usize) -> IdleSplit {
+        IdleSplit {
+            on_queue: AtomicUsize::new(1),
+            max: threads_per_child.max(1),
+        }
+    }
+
+    /// Worker: where to wait.
+    pub fn choose(&self, w: Idle) -> Wait {
+        if w.stopping || w.listener_waits {
+            Wait::Queue
+        } else if w.in_accept == 0 {
+            Wait::Accept
+        } else if w.on_queue < self.wanted_on_queue() {
+            Wait::Queue
+        } else {
+            Wait::Accept
+        }
+    }
+
+    /// Idle workers wanted on the fdqueue now.
+    pub fn wanted_on_queue(&self) -> usize {
+        // Relaxed: a sizing hint; a worker that reads a stale value waits in the other
+        // place, which the listener corrects (a nudge, or `Job::Accept`).
+        self.on_queue.load(Ordering::Relaxed)
+    }
+
+    /// Listener: it found no worker on the fdqueue for a ready connection.
+    pub fn short_on_queue(&self) {
+        // Listener only writes, so load + store (Relaxed, as in wanted_on_queue).
+        let n = self.on_queue.load(Ordering::Relaxed);
+        self.on_queue.store((n + 1).min(self.max), Ordering::Relaxed);
+    }
+
+    /// Listener, once a second without a shortage: halves the share.
+    pub fn decay(&self) {
+        let n = self.on_queue.load(Ordering::Relaxed);
+        self.on_queue.store((n / 2).max(1), Ordering::Relaxed);
+    }
+
+    /// Listener: whether `on_queue` waiting workers are more than wanted, so one should
+    /// be sent back to accept.
+    pub fn excess(&self, on_queue: usize) -> bool {
+        on_queue > self.wanted_on_queue()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idle(in_accept: usize, on_queue: usize) -> Idle {
+        Idle {
+            stopping: false,
+            listener_waits: false,
+            in_accept,
+            on_queue,
+        }
+    }
+
+    #[test]
+    fn one_on_the_queue_then_the_rest_in_accept() {
+        let s = IdleSplit::new(25);
+        assert_eq!(s.choose(idle(3, 0)), Wait::Queue);
+        assert_eq!(s.choose(idle(3, 1)), Wait::Accept);
+        assert_eq!(s.choose(idle(0, 5)), Wait::Accept);
+    }
+
+    #[test]
+    fn someone_always_accepts_unless_the_listener_waits_or_the_child_stops() {
+        let s = IdleSplit::new(4);
+        for _ in 0..10 {
+            s.short_on_queue();
+        }
+        assert_eq!(s.wanted_on_queue(), 4);
+        assert_eq!(s.choose(idle(0, 0)), Wait::Accept);
+        assert_eq!(s.choose(idle(1, 2)), Wait::Queue);
+        let waits = Idle {
+            listener_waits: true,
+            ..idle(0, 0)
+        };
+        assert_eq!(s.choose(waits), Wait::Queue);
+        let stopping = Idle {
+            stopping: true,
+            ..idle(0, 0)
+        };
+        assert_eq!(s.choose(stopping), Wait::Queue);
+    }
+
+    #[test]
+    fn shortages_raise_the_share_quiet_seconds_halve_it() {
+        let s = IdleSplit::new(25);
+        for _ in 0..30 {
+            s.short_on_queue();
+        }
+        assert_eq!(s.wanted_on_queue(), 25);
+        assert!(s.excess(26) && !s.excess(25));
+        let halves: Vec<usize> = (0..6)
+            .map(|_| {
+                s.decay();
+                s.wanted_on_queue()
+            })
+            .collect();
+        assert_eq!(halves, [12, 6, 3, 1, 1, 1]);
+        assert!(s.excess(2) && !s.excess(1));
+    }
+}
