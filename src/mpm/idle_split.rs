@@ -77,7 +77,8 @@ impl IdleSplit {
     pub fn short_on_queue(&self) {
         // Listener only writes, so load + store (Relaxed, as in wanted_on_queue).
         let n = self.on_queue.load(Ordering::Relaxed);
-        self.on_queue.store((n + 1).min(self.max), Ordering::Relaxed);
+        self.on_queue
+            .store((n + 1).min(self.max), Ordering::Relaxed);
     }
 
     /// Listener, once a second without a shortage: halves the share.

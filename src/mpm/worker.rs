@@ -196,8 +196,10 @@ impl Worker {
                 }
                 Wait::Queue => {
                     rt.handoff.set_idle(ptrans.take());
-                    rt.counters
-                        .set(Counter::IdleWorkers, rt.handoff.idlers() + acc.waiting() as u64);
+                    rt.counters.set(
+                        Counter::IdleWorkers,
+                        rt.handoff.idlers() + acc.waiting() as u64,
+                    );
                     parking.worker_idle();
                     match self.pop_while_interrupted() {
                         Some(Job::Accept) => continue,

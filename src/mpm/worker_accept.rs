@@ -168,7 +168,11 @@ impl WorkerAccept {
         // Relaxed: a flag read late costs a nudge that lands on a worker that has just
         // left accept (its blocking calls retry EINTR) or none at all; the listener tries
         // again shortly while it still waits.
-        let Some(t) = self.in_accept.iter().position(|f| f.load(Ordering::Relaxed)) else {
+        let Some(t) = self
+            .in_accept
+            .iter()
+            .position(|f| f.load(Ordering::Relaxed))
+        else {
             return false;
         };
         match threads.worker_os_thread(t) {

@@ -261,8 +261,7 @@ impl ParkingListener<'_> {
             self.parking.split.decay();
         }
         let split = &self.parking.split;
-        while split.excess(self.rt.handoff.idlers() as usize) && self.rt.handoff.try_get_idler()
-        {
+        while split.excess(self.rt.handoff.idlers() as usize) && self.rt.handoff.try_get_idler() {
             if self.rt.handoff.push(Job::Accept).is_err() {
                 break;
             }
