@@ -20,6 +20,7 @@
 pub mod chart;
 pub mod client;
 pub mod error;
+pub mod memory;
 pub mod mpm;
 pub mod options;
 pub mod percon;

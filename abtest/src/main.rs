@@ -8,7 +8,7 @@
 use rworker_ab::error::Context;
 use rworker_ab::options::Options;
 use rworker_ab::plan::{mmss, Plan};
-use rworker_ab::{chart, percon, report, server, shutdown, Error, Result};
+use rworker_ab::{chart, memory, percon, report, server, shutdown, Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
@@ -190,6 +190,9 @@ fn run(opts: Options) -> Result<bool> {
         None
     };
     let so = snapshot.as_ref().map_or(built.clone(), |s| s.path.clone());
+    if opts.memory {
+        return run_memory(&opts, &so, &machine);
+    }
     if opts.percon {
         return run_percon(&opts, &so, &machine);
     }
@@ -263,6 +266,16 @@ fn run_percon(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
         mmss(outcome.elapsed_s),
         md_path.display()
     );
+    Ok(true)
+}
+
+/// `--memory`: resident memory per idle keep-alive connection instead of the matrix.
+fn run_memory(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
+    let readings = memory::run(opts, so, |line| eprintln!("{line}"))?;
+    let md = memory::markdown(opts, &readings, machine);
+    let md_path = write(&opts.out, "results.md", &md)?;
+    println!("{md}");
+    eprintln!("rworker-ab --memory: wrote {}", md_path.display());
     Ok(true)
 }
 

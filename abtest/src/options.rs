@@ -84,6 +84,8 @@ pub struct Options {
     pub max_workers: Option<u32>,
     /// `--percon`: skip the `perf stat` pass (`--no-perf`); the kinds then come from strace.
     pub no_perf: bool,
+    /// `--memory`: instead of the matrix, resident memory per idle keep-alive connection.
+    pub memory: bool,
     /// The command line, as given (in its `cargo run` form), for the report.
     pub command_line: String,
 }
@@ -126,6 +128,13 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --cpu-requests N     --percon: requests of the untraced pass (CPU, ctx switches; default 20000)
   --keep-traces        --percon: keep every strace output in OUT/traces/ (several MB each)
   --no-perf            --percon: no perf stat pass (system calls by kind from strace only)
+
+  --memory             instead of the matrix: resident memory per idle keep-alive connection
+                       (children's VmRSS before and with <clients> connections that each sent
+                       one request and wait, once server-status counts them parked), for
+                       MPMs that park idle connections. --max-workers as in the matrix
+                       (default 150). Defaults: --mpms event,rworker-park --clients 400
+                       --reps 3 --out bench/memory.
 ";
 
 fn list<T: FromStr>(flag: &str, v: &str) -> Result<Vec<T>>
@@ -160,10 +169,13 @@ impl Options {
     pub fn parse(args: &[String]) -> Result<Options> {
         let quick = args.iter().any(|a| a == "--quick");
         let percon = args.iter().any(|a| a == "--percon");
+        let memory = args.iter().any(|a| a == "--memory");
         let ncpu = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
         let mut o = Options {
             mpms: if percon {
                 vec![MpmKind::Worker, MpmKind::Rworker]
+            } else if memory {
+                vec![MpmKind::Event, MpmKind::RworkerPark]
             } else {
                 MpmKind::DEFAULT.to_vec()
             },
@@ -176,6 +188,8 @@ impl Options {
             },
             clients: if percon {
                 vec![4]
+            } else if memory {
+                vec![400]
             } else if quick {
                 vec![50, 100]
             } else {
@@ -196,7 +210,13 @@ impl Options {
                 3
             },
             threads: ncpu,
-            out: PathBuf::from(if percon { "bench/percon" } else { "bench/ab" }),
+            out: PathBuf::from(if percon {
+                "bench/percon"
+            } else if memory {
+                "bench/memory"
+            } else {
+                "bench/ab"
+            }),
             no_build: false,
             rworker_so: None,
             path: None,
@@ -208,6 +228,7 @@ impl Options {
             cpu_requests: 20000,
             keep_traces: false,
             no_perf: false,
+            memory,
             command_line: std::iter::once("cargo run --release -p rworker-ab --".to_string())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
@@ -222,7 +243,7 @@ impl Options {
                     .ok_or_else(|| Error(format!("{flag} needs a value\n\n{USAGE}")))
             };
             match flag {
-                "--quick" | "--percon" => {}
+                "--quick" | "--percon" | "--memory" => {}
                 "--requests" => o.requests = number(flag, &value()?)?,
                 "--cpu-requests" => o.cpu_requests = number(flag, &value()?)?,
                 "--help" | "-h" => bail!("{USAGE}"),
@@ -307,6 +328,14 @@ impl Options {
                 );
             }
         }
+        if self.memory {
+            if self.percon || self.quick {
+                bail!("--memory goes with neither --percon nor --quick");
+            }
+            if self.clients.len() != 1 {
+                bail!("--memory takes one --clients value, not {:?}", self.clients);
+            }
+        }
         if self.threads == 0 {
             bail!("--threads must be at least 1");
         }
@@ -355,6 +384,22 @@ mod tests {
         assert_eq!(o.reps, 1);
         assert_eq!(o.duration, 2);
         assert_eq!(o.mpms, vec![MpmKind::Worker, MpmKind::Rworker]);
+    }
+
+    #[test]
+    fn memory_has_its_own_defaults() {
+        let o = Options::parse(&args("--memory")).expect("parse");
+        assert!(o.memory && !o.percon);
+        assert_eq!(o.mpms, vec![MpmKind::Event, MpmKind::RworkerPark]);
+        assert_eq!(o.clients, vec![400]);
+        assert_eq!(o.out, PathBuf::from("bench/memory"));
+        for bad in [
+            "--memory --clients 4,8",
+            "--memory --percon",
+            "--memory --quick",
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]

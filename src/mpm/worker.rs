@@ -169,9 +169,12 @@ impl Worker {
     fn accept_or_pop_and_serve(&self, acc: &WorkerAccept, parking: &Parking) -> Option<Pool> {
         let rt = self.rt;
         let mut ptrans = None;
+        let mut nudged = false;
         while !rt.shutdown.workers_must_exit() {
+            let stopping = rt.shutdown.is_stopping();
             let wait = parking.split.choose(Idle {
-                stopping: rt.shutdown.is_stopping(),
+                stopping,
+                nudged: std::mem::take(&mut nudged) && !stopping,
                 listener_waits: parking.listener_waits(),
                 in_accept: acc.waiting(),
                 on_queue: rt.handoff.idlers() as usize,
@@ -186,7 +189,9 @@ impl Worker {
                             Job::New(conn)
                         }
                         Accepted::Again(p) => {
+                            // Interrupted (the listener's nudge, or a benign accept error).
                             ptrans = Some(p);
+                            nudged = true;
                             continue;
                         }
                         // The child stops: from now on this worker waits on the fdqueue,

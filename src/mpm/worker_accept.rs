@@ -1,5 +1,5 @@
 //! Idle workers that accept for themselves (`RWorkerAccept workers`, the default where a
-//! child has one listening socket and `RWorkerKeepAlive thread`).
+//! child has one listening socket).
 //!
 //! Every idle worker blocks in accept(2) on the listening socket and the kernel gives each
 //! new connection to exactly one of them, so a connection costs no listener wake-up, no
@@ -8,7 +8,9 @@
 //! voluntary context switch and about two futex calls fewer per connection). A worker
 //! keeps its transaction pool from one connection to the next, and it accepts only while
 //! it is idle, so a child never holds more connections than it has workers, as with the
-//! listener. The listener thread is not started; what it otherwise does is here:
+//! listener. The listener thread is not started (with `RWorkerKeepAlive park` it is, for
+//! parked connections only, and it interrupts a worker in accept when it needs one on the
+//! fdqueue: `nudge_one`, `crate::mpm::idle_split`); what it otherwise does is here:
 //! MaxConnectionsPerChild, getting workers out of accept when the child stops (a signal:
 //! a blocked accept has no other way out), and the count of idle workers.
 
