@@ -239,3 +239,46 @@ fn idle_connections_survive_load_and_a_graceful_restart_loses_nothing() {
     // While the old generation drains, the new one can count too few idle threads.
     s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
+
+/// With one worker per child, that worker waits in accept whenever it is idle (someone must
+/// accept), so every parked connection that speaks again needs the listener to interrupt it
+/// there (SIGUSR1) and bring it to the fdqueue. Keep-alive clients taking turns on one
+/// child are all served, promptly, with no request lost to that hand-over.
+#[test]
+fn a_child_of_one_thread_serves_parked_connections_through_its_accepting_worker() {
+    if !rworker_only() {
+        return;
+    }
+    let s = Server::start(
+        ServerOpts::default()
+            .start_servers(1)
+            .server_limit(1)
+            .threads_per_child(1)
+            .max_request_workers(1)
+            .spare_threads(1, 1)
+            .keep_alive(true)
+            .max_keep_alive_requests(0)
+            .line("KeepAliveTimeout 30")
+            .line("RWorkerKeepAlive park"),
+    );
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
+    let mut conns = idle_connections(&s, 3);
+    let t0 = Instant::now();
+    for round in 0..30 {
+        for (i, c) in conns.iter_mut().enumerate() {
+            c.write_all(REQ).unwrap();
+            assert_eq!(read_response(c), Some(200), "round {round}, connection {i}");
+        }
+    }
+    let took = t0.elapsed();
+    // 90 resumptions, each needing the worker out of accept: without the nudge none would
+    // be served (the read times out), and a nudge that missed costs a 5 ms retry.
+    assert!(
+        took < Duration::from_secs(3),
+        "90 kept-alive requests on a one-thread child took {took:?}"
+    );
+    s.assert_no_warnings_in_error_log();
+}

@@ -527,7 +527,8 @@ impl Server {
 
     /// Whether this server's children run a listener thread: the stock MPMs always; rworker
     /// unless its idle workers accept for themselves (`RWorkerAccept workers`, the default,
-    /// which needs one listening socket, `RWorkerKeepAlive thread` and `RWorkerQueue atomic`).
+    /// which needs one listening socket and `RWorkerQueue atomic`) and it does not park
+    /// connections (with `RWorkerKeepAlive park` the listener watches the parked ones).
     pub fn has_listener_thread(&self) -> bool {
         if self.mpm != Mpm::Rworker {
             return true;
