@@ -85,6 +85,13 @@ pub fn run(
 /// requests). A client that has not closed by then costs its worker no more than this.
 const LINGER_ON_WORKER: Duration = Duration::from_millis(30);
 
+/// What [`Worker::take`] did with a job, and the pool the worker holds after it.
+enum Took {
+    Served(Option<Pool>),
+    /// An immediate stop: the connection was closed unserved.
+    Dropped(Option<Pool>),
+}
+
 /// One worker's identity while it serves.
 struct Worker {
     rt: &'static ChildRuntime,
@@ -118,15 +125,13 @@ impl Worker {
             match rt.handoff.pop() {
                 Next::Job(job) => {
                     is_idle = false;
-                    if rt.shutdown.workers_must_exit() {
-                        // Immediate stop: drop the connection unserved.
-                        last_ptrans = self.drop_unserved(job);
-                        break;
+                    match self.take(job) {
+                        Took::Served(p) => last_ptrans = p,
+                        Took::Dropped(p) => {
+                            last_ptrans = p;
+                            break;
+                        }
                     }
-                    if injected_panic_due() {
-                        panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
-                    }
-                    last_ptrans = self.serve(job);
                 }
                 Next::Terminated => break,
                 Next::Interrupted => continue,
@@ -144,17 +149,13 @@ impl Worker {
         while !rt.shutdown.is_stopping() {
             scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
             match acc.next(rt, self.t, ptrans.take()) {
-                Accepted::Conn(conn) => {
-                    if rt.shutdown.workers_must_exit() {
-                        // Immediate stop: drop the connection unserved.
-                        ptrans = Some(conn.drop_unserved());
+                Accepted::Conn(conn) => match self.take(Job::New(conn)) {
+                    Took::Served(p) => ptrans = p,
+                    Took::Dropped(p) => {
+                        ptrans = p;
                         break;
                     }
-                    if injected_panic_due() {
-                        panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
-                    }
-                    ptrans = Some(self.serve_new(conn));
-                }
+                },
                 Accepted::Again(p) => ptrans = Some(p),
                 Accepted::Stop => break,
             }
@@ -213,17 +214,27 @@ impl Worker {
                     }
                 }
             };
-            if rt.shutdown.workers_must_exit() {
-                // Immediate stop: drop the connection unserved.
-                ptrans = self.drop_unserved(job);
-                break;
+            match self.take(job) {
+                Took::Served(p) => ptrans = p,
+                Took::Dropped(p) => {
+                    ptrans = p;
+                    break;
+                }
             }
-            if injected_panic_due() {
-                panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
-            }
-            ptrans = self.serve(job);
         }
         ptrans
+    }
+
+    /// A job this worker got: served, or on an immediate stop dropped unserved (the worker
+    /// then leaves its loop). Either way, the pool it holds now.
+    fn take(&self, job: Job) -> Took {
+        if self.rt.shutdown.workers_must_exit() {
+            return Took::Dropped(self.drop_unserved(job));
+        }
+        if injected_panic_due() {
+            panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
+        }
+        Took::Served(self.serve(job))
     }
 
     /// An idle worker's wait on the fdqueue: the next job, or None once the queue is
