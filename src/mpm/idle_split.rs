@@ -11,7 +11,9 @@
 //! above the share that wait on the fdqueue are sent back to accept (`Job::Accept`). At
 //! least one idle worker waits in accept whenever one is idle, so new connections are
 //! never left to the fdqueue's share alone; a worker the listener interrupted in accept
-//! (a nudge) goes to the fdqueue even if it was the last one there.
+//! (a nudge) goes to the fdqueue even if it was the last one there, and so does a worker
+//! that took a new connection while the listener waits: new and parked connections take
+//! turns on a child's few free workers.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -38,6 +40,8 @@ pub struct Idle {
     pub in_accept: usize,
     /// Workers waiting on the fdqueue now.
     pub on_queue: usize,
+    /// Where this worker got its last job (`Queue` before its first).
+    pub last: Wait,
 }
 
 /// The fdqueue's share of the idle workers (see the module doc).
@@ -59,7 +63,11 @@ impl IdleSplit {
 
     /// Worker: where to wait.
     pub fn choose(&self, w: Idle) -> Wait {
-        if w.stopping || w.nudged {
+        if w.stopping || w.nudged || (w.listener_waits && w.last == Wait::Accept) {
+            // Taking turns: after a new connection, a worker serves a parked one that is
+            // waiting before it accepts again. Otherwise, with a backlog of new connections,
+            // a child of one or two threads went from accept to accept (which returns at
+            // once) and parked connections waited for a lull (5 s at ThreadsPerChild 1).
             Wait::Queue
         } else if w.in_accept == 0 {
             // Even while the listener waits for a worker: under overload it always does,
@@ -112,6 +120,7 @@ mod tests {
             listener_waits: false,
             in_accept,
             on_queue,
+            last: Wait::Queue,
         }
     }
 
@@ -143,6 +152,20 @@ mod tests {
             ..waits(0)
         };
         assert_eq!(s.choose(nudged), Wait::Queue);
+        // Taking turns: after a new connection, a waiting parked one; after a parked one,
+        // accept again if nobody does.
+        let after_accept = Idle {
+            last: Wait::Accept,
+            ..waits(0)
+        };
+        assert_eq!(s.choose(after_accept), Wait::Queue);
+        assert_eq!(
+            s.choose(Idle {
+                last: Wait::Accept,
+                ..idle(0, 0)
+            }),
+            Wait::Accept
+        );
         let stopping = Idle {
             stopping: true,
             ..idle(0, 0)

@@ -171,11 +171,13 @@ impl Worker {
         let rt = self.rt;
         let mut ptrans = None;
         let mut nudged = false;
+        let mut last = Wait::Queue;
         while !rt.shutdown.workers_must_exit() {
             let stopping = rt.shutdown.is_stopping();
             let wait = parking.split.choose(Idle {
                 stopping,
                 nudged: std::mem::take(&mut nudged) && !stopping,
+                last,
                 listener_waits: parking.listener_waits(),
                 in_accept: acc.waiting(),
                 on_queue: rt.handoff.idlers() as usize,
@@ -214,6 +216,7 @@ impl Worker {
                     }
                 }
             };
+            last = wait;
             match self.take(job) {
                 Took::Served(p) => ptrans = p,
                 Took::Dropped(p) => {
