@@ -92,6 +92,27 @@ pub fn process(slot: c_int) -> ProcessSlot {
     }
 }
 
+/// Child slots in the scoreboard (ServerLimit at first start).
+pub fn slots() -> c_int {
+    let sb = image();
+    // SAFETY: as in process_ptr.
+    unsafe { ptr::read_volatile(addr_of!((*(*sb).global).server_limit)) }
+}
+
+/// The open connections `slot`'s child last published (`ConnsTotal`'s share).
+pub fn connections(slot: c_int) -> u32 {
+    let p = process_ptr(slot);
+    // SAFETY: p points into the live scoreboard; volatile read, as its child writes it.
+    unsafe { ptr::read_volatile(addr_of!((*p).connections)) }
+}
+
+/// Publishes `slot`'s open connections alone (between full [`set_async_counts`]).
+pub fn set_connections(slot: c_int, n: u32) {
+    let p = process_ptr(slot);
+    // SAFETY: as in set_async_counts.
+    unsafe { ptr::write_volatile(addr_of_mut!((*p).connections), n) };
+}
+
 /// Records a freshly forked child in `slot` (the parent, after fork).
 pub fn claim_slot(slot: c_int, pid: sys::pid_t, generation: sys::ap_generation_t, bucket: c_int) {
     let p = process_ptr(slot);

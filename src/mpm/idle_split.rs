@@ -42,6 +42,8 @@ pub struct Idle {
     pub on_queue: usize,
     /// Where this worker got its last job (`Queue` before its first).
     pub last: Wait,
+    /// The child's open connections now.
+    pub open: usize,
 }
 
 /// The fdqueue's share of the idle workers (see the module doc).
@@ -50,15 +52,42 @@ pub struct IdleSplit {
     /// Idle workers wanted on the fdqueue, 1..=max.
     on_queue: AtomicUsize,
     max: usize,
+    /// The child accepts only while it has fewer open connections than this
+    /// ([`accept_cap`], set by the listener).
+    accept_cap: AtomicUsize,
+    /// Scoreboard slots where this generation's children live (MaxRequestWorkers /
+    /// ThreadsPerChild).
+    children: usize,
 }
 
 impl IdleSplit {
-    /// For a child of `threads_per_child` workers: one on the fdqueue to start with.
-    pub fn new(threads_per_child: usize) -> IdleSplit {
+    /// For a child of `threads_per_child` workers among `children` slots: one on the
+    /// fdqueue to start with, no accept cap until the listener sets one.
+    pub fn new(threads_per_child: usize, children: usize) -> IdleSplit {
         IdleSplit {
             on_queue: AtomicUsize::new(1),
             max: threads_per_child.max(1),
+            accept_cap: AtomicUsize::new(usize::MAX),
+            children,
         }
+    }
+
+    /// Listener: the connection count from which this child stops accepting.
+    pub fn set_accept_cap(&self, cap: usize) {
+        // Relaxed: a balancing hint (see `accept_cap`); a stale value costs a connection
+        // more or less for this child.
+        self.accept_cap.store(cap, Ordering::Relaxed);
+    }
+
+    /// Whether a child with `open` connections accepts now.
+    pub fn may_accept(&self, open: usize) -> bool {
+        // Relaxed: see set_accept_cap.
+        open < self.accept_cap.load(Ordering::Relaxed)
+    }
+
+    /// Scoreboard slots to look at for siblings.
+    pub fn children(&self) -> usize {
+        self.children
     }
 
     /// Worker: where to wait.
@@ -68,6 +97,10 @@ impl IdleSplit {
             // waiting before it accepts again. Otherwise, with a backlog of new connections,
             // a child of one or two threads went from accept to accept (which returns at
             // once) and parked connections waited for a lull (5 s at ThreadsPerChild 1).
+            Wait::Queue
+        } else if !self.may_accept(w.open) {
+            // More connections than the least loaded sibling plus a child's threads: new
+            // connections are for the others now (see accept_cap).
             Wait::Queue
         } else if w.in_accept == 0 {
             // Even while the listener waits for a worker: under overload it always does,
@@ -109,6 +142,27 @@ impl IdleSplit {
     }
 }
 
+/// Balance between children: the most open connections with which a child still waits
+/// in accept, given its own count and its siblings' (the current generation's, in its
+/// bucket): the least loaded sibling's plus ThreadsPerChild, and no limit for a child that
+/// is itself the least loaded. Without it, the kernel's accept queue gives new connections
+/// to whichever child has the most workers waiting, that is the least busy one *now*, and a
+/// parking child has idle workers even while it holds many (idle) connections: with
+/// reconnecting keep-alive clients one child of six gathered 160 of 400 connections within
+/// two seconds (its clients then waited four times as long, the p99 of the A/B). The least
+/// loaded child accepts whatever comes until the counts are compared again, so new
+/// connections never wait for every child to refresh its count.
+pub fn accept_cap(
+    own: usize,
+    siblings: impl Iterator<Item = usize>,
+    threads_per_child: usize,
+) -> usize {
+    match siblings.min() {
+        Some(least) if least < own => least + threads_per_child.max(1),
+        _ => usize::MAX,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,12 +175,13 @@ mod tests {
             in_accept,
             on_queue,
             last: Wait::Queue,
+            open: 0,
         }
     }
 
     #[test]
     fn one_on_the_queue_then_the_rest_in_accept() {
-        let s = IdleSplit::new(25);
+        let s = IdleSplit::new(25, 6);
         assert_eq!(s.choose(idle(3, 0)), Wait::Queue);
         assert_eq!(s.choose(idle(3, 1)), Wait::Accept);
         assert_eq!(s.choose(idle(0, 5)), Wait::Accept);
@@ -134,7 +189,7 @@ mod tests {
 
     #[test]
     fn someone_accepts_unless_nudged_or_the_child_stops() {
-        let s = IdleSplit::new(4);
+        let s = IdleSplit::new(4, 6);
         for _ in 0..10 {
             s.short_on_queue();
         }
@@ -174,8 +229,34 @@ mod tests {
     }
 
     #[test]
+    fn a_child_far_above_its_least_loaded_sibling_stops_accepting() {
+        assert_eq!(accept_cap(80, [60, 45, 70].into_iter(), 25), 70);
+        assert_eq!(accept_cap(46, [60, 45].into_iter(), 25), 70);
+        // The least loaded (or tied, or only) child: no cap.
+        assert_eq!(accept_cap(3, [60, 45].into_iter(), 25), usize::MAX);
+        assert_eq!(accept_cap(45, [60, 45].into_iter(), 25), usize::MAX);
+        assert_eq!(accept_cap(7, std::iter::empty(), 25), usize::MAX);
+        let s = IdleSplit::new(25, 6);
+        s.set_accept_cap(70);
+        assert_eq!(
+            s.choose(Idle {
+                open: 69,
+                ..idle(0, 1)
+            }),
+            Wait::Accept
+        );
+        assert_eq!(
+            s.choose(Idle {
+                open: 70,
+                ..idle(0, 1)
+            }),
+            Wait::Queue
+        );
+    }
+
+    #[test]
     fn shortages_raise_the_share_quiet_seconds_halve_it() {
-        let s = IdleSplit::new(25);
+        let s = IdleSplit::new(25, 6);
         for _ in 0..30 {
             s.short_on_queue();
         }

@@ -52,15 +52,16 @@ pub struct Parking {
 }
 
 impl Parking {
-    /// For a child of `threads_per_child` workers. Errors: errno (no eventfd).
-    pub fn new(threads_per_child: usize) -> Result<Parking, i32> {
+    /// For a child of `threads_per_child` workers among `children` scoreboard slots.
+    /// Errors: errno (no eventfd).
+    pub fn new(threads_per_child: usize, children: usize) -> Result<Parking, i32> {
         Ok(Parking {
             // A worker parks at most one connection at a time, and the listener drains
             // continuously; four per worker absorbs bursts without a pusher ever waiting.
             inbox: Inbox::new((4 * threads_per_child).max(64)),
             wake: WakeFd::new()?,
             wants_idler: AtomicBool::new(false),
-            split: IdleSplit::new(threads_per_child),
+            split: IdleSplit::new(threads_per_child, children),
             open: AtomicU32::new(0),
             suspended: AtomicU32::new(0),
         })

@@ -178,6 +178,7 @@ impl Worker {
                 stopping,
                 nudged: std::mem::take(&mut nudged) && !stopping,
                 last,
+                open: parking.open() as usize,
                 listener_waits: parking.listener_waits(),
                 in_accept: acc.waiting(),
                 on_queue: rt.handoff.idlers() as usize,

@@ -33,6 +33,7 @@ use crate::ffi::scoreboard::{self, AsyncCounts};
 use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::Job;
+use crate::mpm::idle_split::accept_cap;
 use crate::mpm::inbox::{Park, ParkState, Parking};
 use crate::mpm::listener::{publish_wakes, Listener};
 use crate::mpm::runtime::{ChildRuntime, StopMode, LISTENER_SIGNAL};
@@ -55,6 +56,12 @@ const IDLER_POLL: Duration = Duration::from_millis(100);
 /// With workers that accept: how soon the listener interrupts another worker in accept
 /// when the one it interrupted has not come to the fdqueue (it had just accepted).
 const NUDGE_AGAIN: Duration = Duration::from_millis(5);
+/// With workers that accept: how often the listener publishes its open connections and
+/// sets its accept cap from its siblings' (`idle_split::accept_cap`).
+const BALANCE_EVERY: Duration = Duration::from_millis(10);
+/// How often an idle listener whose child the accept cap stopped looks at its siblings'
+/// counts again (a child with more idle connections than its siblings wakes this often).
+const CAPPED_RECHECK: Duration = Duration::from_millis(50);
 /// How often the scoreboard's connection counts are refreshed.
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 
@@ -96,6 +103,10 @@ struct ParkingListener<'a> {
     short_on_queue: bool,
     /// With `accept`: when a worker was last interrupted in accept.
     last_nudge: Option<Instant>,
+    /// With `accept`: when the accept cap was last set.
+    last_balance: Option<Instant>,
+    /// With `accept`: the accept cap stopped this child at the last balance.
+    capped: bool,
 }
 
 /// The listener thread's body in a parking child; with `accept`, the workers accept new
@@ -143,6 +154,8 @@ pub fn run(l: Listener, rt: &'static ChildRuntime, accept: Option<&'static Worke
         accept,
         short_on_queue: false,
         last_nudge: None,
+        last_balance: None,
+        capped: false,
     };
     pl.run();
 }
@@ -180,6 +193,9 @@ impl ParkingListener<'_> {
             }
             self.expire(now);
             self.dispatch();
+            if !stopping {
+                self.balance(now);
+            }
             self.arm_listeners(stopping);
             if now.duration_since(self.last_publish) >= PUBLISH_EVERY {
                 self.publish();
@@ -219,6 +235,15 @@ impl ParkingListener<'_> {
             if waiting_for_idler && self.accept.is_some() {
                 cap(NUDGE_AGAIN);
             }
+            if let Some(acc) = self.accept {
+                // No worker accepts here: look again soon (balance), at the siblings' counts
+                // if the cap stopped this child, or to send a worker back to accept.
+                if self.capped {
+                    cap(CAPPED_RECHECK);
+                } else if acc.waiting() == 0 {
+                    cap(BALANCE_EVERY);
+                }
+            }
             let sleep = consumer.prepare_to_sleep();
             let events: Vec<(u64, bool)> =
                 self.epoll.wait(if sleep { timeout } else { 0 }).collect();
@@ -247,6 +272,63 @@ impl ParkingListener<'_> {
         }
         if acc.nudge_one(&self.rt.threads) {
             self.last_nudge = Some(now);
+        }
+    }
+
+    /// With workers that accept, every `BALANCE_EVERY` while the listener runs: publishes
+    /// the child's open connections, sets its accept cap from its siblings', and if it may
+    /// accept but no worker does, sends one from the fdqueue back to accept.
+    fn balance(&mut self, now: Instant) {
+        let Some(acc) = self.accept else {
+            return;
+        };
+        if self
+            .last_balance
+            .is_some_and(|t| now.duration_since(t) < BALANCE_EVERY)
+        {
+            return;
+        }
+        self.last_balance = Some(now);
+        let own = self.parking.open();
+        let slot = self.rt.slot;
+        scoreboard::set_connections(slot, own);
+        let me = scoreboard::process(slot);
+        let slots = (self.parking.split.children() as i32).min(scoreboard::slots());
+        let siblings = (0..slots)
+            .filter(|&s| s != slot)
+            .filter(|&s| {
+                let p = scoreboard::process(s);
+                p.pid != 0 && !p.quiescing && p.generation == me.generation && p.bucket == me.bucket
+            })
+            .map(|s| scoreboard::connections(s) as usize);
+        let split = &self.parking.split;
+        split.set_accept_cap(accept_cap(
+            own as usize,
+            siblings,
+            self.rt.threads.workers(),
+        ));
+        let was_capped = std::mem::replace(&mut self.capped, !split.may_accept(own as usize));
+        if self.capped || !self.ready.is_empty() {
+            return;
+        }
+        // Uncapped: the workers the cap sent to the fdqueue go back to accept (all beyond
+        // the fdqueue's share when the cap just lifted, else one if none accepts), or new
+        // connections would wait for them one kick at a time.
+        let mut kicks = if was_capped {
+            (self.rt.handoff.idlers() as usize).saturating_sub(split.wanted_on_queue())
+        } else {
+            usize::from(acc.waiting() == 0)
+        };
+        let mut kicked = false;
+        while kicks > 0 && self.rt.handoff.try_get_idler() {
+            if self.rt.handoff.push(Job::Accept).is_err() {
+                break;
+            }
+            kicked = true;
+            kicks -= 1;
+        }
+        if kicked {
+            self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
         }
     }
 
