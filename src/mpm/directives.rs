@@ -13,6 +13,24 @@ use crate::ffi::log::level;
 use crate::ffi::{fdqueue, panic};
 use crate::mpm::settings::{self, AcceptMode, KeepAliveMode, QueueKind, Settings};
 
+/// A keyword argument: the value of the (case-insensitive) keyword `arg` names among
+/// `choices`, or the error message that lists them ("RWorkerX takes 'a' or 'b', not 'c'").
+fn one_of<T: Copy, const N: usize>(
+    directive: &str,
+    arg: &str,
+    choices: [(&str, T); N],
+) -> Result<T, String> {
+    let word = arg.trim().to_ascii_lowercase();
+    choices
+        .iter()
+        .find(|(name, _)| *name == word)
+        .map(|&(_, v)| v)
+        .ok_or_else(|| {
+            let names: Vec<String> = choices.iter().map(|(n, _)| format!("'{n}'")).collect();
+            format!("{directive} takes {}, not '{arg}'", names.join(" or "))
+        })
+}
+
 /// One directive's parsed value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Directive {
@@ -100,36 +118,37 @@ pub fn parse(
         "threadsperchild" => Directive::ThreadsPerChild(int()?),
         "serverlimit" => Directive::ServerLimit(int()?),
         "threadlimit" => Directive::ThreadLimit(int()?),
-        "rworkerqueue" => Directive::Queue(match arg.trim().to_ascii_lowercase().as_str() {
-            "atomic" => QueueKind::Atomic,
-            "apr" => {
-                apr_queue_available().map_err(|missing| {
-                    format!("RWorkerQueue apr: this httpd does not export {missing} (httpd's fdqueue API, 2.4.x); use RWorkerQueue atomic")
-                })?;
-                QueueKind::Apr
-            }
-            _ => return Err(format!("RWorkerQueue takes 'atomic' or 'apr', not '{arg}'")),
-        }),
-        "rworkerkeepalive" => {
-            Directive::KeepAlive(match arg.trim().to_ascii_lowercase().as_str() {
-                "thread" => KeepAliveMode::Thread,
-                "park" => KeepAliveMode::Park,
-                _ => {
-                    return Err(format!(
-                        "RWorkerKeepAlive takes 'park' or 'thread', not '{arg}'"
-                    ))
+        "rworkerqueue" => Directive::Queue(
+            match one_of(
+                "RWorkerQueue",
+                arg,
+                [("atomic", QueueKind::Atomic), ("apr", QueueKind::Apr)],
+            )? {
+                QueueKind::Apr => {
+                    apr_queue_available().map_err(|missing| {
+                        format!("RWorkerQueue apr: this httpd does not export {missing} (httpd's fdqueue API, 2.4.x); use RWorkerQueue atomic")
+                    })?;
+                    QueueKind::Apr
                 }
-            })
-        }
-        "rworkeraccept" => Directive::Accept(match arg.trim().to_ascii_lowercase().as_str() {
-            "workers" => AcceptMode::Workers,
-            "listener" => AcceptMode::Listener,
-            _ => {
-                return Err(format!(
-                    "RWorkerAccept takes 'workers' or 'listener', not '{arg}'"
-                ))
-            }
-        }),
+                q => q,
+            },
+        ),
+        "rworkerkeepalive" => Directive::KeepAlive(one_of(
+            "RWorkerKeepAlive",
+            arg,
+            [
+                ("park", KeepAliveMode::Park),
+                ("thread", KeepAliveMode::Thread),
+            ],
+        )?),
+        "rworkeraccept" => Directive::Accept(one_of(
+            "RWorkerAccept",
+            arg,
+            [
+                ("workers", AcceptMode::Workers),
+                ("listener", AcceptMode::Listener),
+            ],
+        )?),
         _ => {
             return Err(format!(
                 "rworker: the C shim's table names a directive it does not handle: {name}"
