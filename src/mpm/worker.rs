@@ -8,6 +8,7 @@
 //! Timeout), then hands the connection to the listener to wait for the next request or
 //! for the client's FIN (`inbox`), and goes idle.
 
+use std::ops::ControlFlow;
 use std::os::raw::{c_int, c_long};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -85,13 +86,6 @@ pub fn run(
 /// requests). A client that has not closed by then costs its worker no more than this.
 const LINGER_ON_WORKER: Duration = Duration::from_millis(30);
 
-/// What [`Worker::take`] did with a job, and the pool the worker holds after it.
-enum Took {
-    Served(Option<Pool>),
-    /// An immediate stop: the connection was closed unserved.
-    Dropped(Option<Pool>),
-}
-
 /// One worker's identity while it serves.
 struct Worker {
     rt: &'static ChildRuntime,
@@ -107,37 +101,17 @@ impl Worker {
     /// stop. Returns the pool it still holds.
     fn pop_and_serve(&self) -> Option<Pool> {
         let rt = self.rt;
-        let tn = self.tn;
-        let mut last_ptrans = None;
-        let mut is_idle = false;
+        let mut ptrans = None;
         while !rt.shutdown.workers_must_exit() {
-            if !is_idle {
-                // Recycle the previous connection's pool as we announce ourselves, so the
-                // listener finds it for the connection it accepts for us.
-                rt.handoff.set_idle(last_ptrans.take());
-                rt.counters.set(Counter::IdleWorkers, rt.handoff.idlers());
-                if let Some(p) = &rt.parking {
-                    p.worker_idle();
-                }
-                is_idle = true;
-            }
-            scoreboard::set_thread_status(rt.slot, tn, status::READY);
-            match rt.handoff.pop() {
-                Next::Job(job) => {
-                    is_idle = false;
-                    match self.take(job) {
-                        Took::Served(p) => last_ptrans = p,
-                        Took::Dropped(p) => {
-                            last_ptrans = p;
-                            break;
-                        }
-                    }
-                }
-                Next::Terminated => break,
-                Next::Interrupted => continue,
+            scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
+            let Some(job) = self.wait_on_queue(ptrans.take(), 0) else {
+                break;
+            };
+            if self.take(job, &mut ptrans).is_break() {
+                break;
             }
         }
-        last_ptrans
+        ptrans
     }
 
     /// `RWorkerAccept workers`: accepts its next connection itself (into the pool it kept
@@ -149,13 +123,11 @@ impl Worker {
         while !rt.shutdown.is_stopping() {
             scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
             match acc.next(rt, self.t, ptrans.take()) {
-                Accepted::Conn(conn) => match self.take(Job::New(conn)) {
-                    Took::Served(p) => ptrans = p,
-                    Took::Dropped(p) => {
-                        ptrans = p;
+                Accepted::Conn(conn) => {
+                    if self.take(Job::New(conn), &mut ptrans).is_break() {
                         break;
                     }
-                },
+                }
                 Accepted::Again(p) => ptrans = Some(p),
                 Accepted::Stop => break,
             }
@@ -203,47 +175,47 @@ impl Worker {
                         Accepted::Stop => continue,
                     }
                 }
-                Wait::Queue => {
-                    rt.handoff.set_idle(ptrans.take());
-                    rt.counters.set(
-                        Counter::IdleWorkers,
-                        rt.handoff.idlers() + acc.waiting() as u64,
-                    );
-                    parking.worker_idle();
-                    match self.pop_while_interrupted() {
-                        Some(Job::Accept) => continue,
-                        Some(job) => job,
-                        None => break,
-                    }
-                }
+                Wait::Queue => match self.wait_on_queue(ptrans.take(), acc.waiting()) {
+                    Some(Job::Accept) => continue,
+                    Some(job) => job,
+                    None => break,
+                },
             };
             last = wait;
-            match self.take(job) {
-                Took::Served(p) => ptrans = p,
-                Took::Dropped(p) => {
-                    ptrans = p;
-                    break;
-                }
+            if self.take(job, &mut ptrans).is_break() {
+                break;
             }
         }
         ptrans
     }
 
-    /// A job this worker got: served, or on an immediate stop dropped unserved (the worker
-    /// then leaves its loop). Either way, the pool it holds now.
-    fn take(&self, job: Job) -> Took {
+    /// A job this worker got: served, or on an immediate stop dropped unserved (then
+    /// `Break`: the worker leaves its loop). Either way `held` is the pool it holds now.
+    fn take(&self, job: Job, held: &mut Option<Pool>) -> ControlFlow<()> {
         if self.rt.shutdown.workers_must_exit() {
-            return Took::Dropped(self.drop_unserved(job));
+            *held = self.drop_unserved(job);
+            return ControlFlow::Break(());
         }
         if injected_panic_due() {
             panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
         }
-        Took::Served(self.serve(job))
+        *held = self.serve(job);
+        ControlFlow::Continue(())
     }
 
-    /// An idle worker's wait on the fdqueue: the next job, or None once the queue is
-    /// terminated or an immediate stop interrupts it.
-    fn pop_while_interrupted(&self) -> Option<Job> {
+    /// An idle worker's wait on the fdqueue: announces itself idle (recycling `pool`, so
+    /// the listener finds it for the connection it accepts next; `in_accept` workers of
+    /// the child are idle in accept meanwhile), wakes the parking listener if it waits for
+    /// a worker, and pops the next job; None once the queue is terminated or an immediate
+    /// stop interrupts it.
+    fn wait_on_queue(&self, pool: Option<Pool>, in_accept: usize) -> Option<Job> {
+        let rt = self.rt;
+        rt.handoff.set_idle(pool);
+        rt.counters
+            .set(Counter::IdleWorkers, rt.handoff.idlers() + in_accept as u64);
+        if let Some(p) = &rt.parking {
+            p.worker_idle();
+        }
         loop {
             match self.rt.handoff.pop() {
                 Next::Job(job) => return Some(job),
