@@ -50,8 +50,7 @@ fn image() -> *mut sys::scoreboard {
 
 fn process_ptr(slot: c_int) -> *mut sys::process_score {
     let sb = image();
-    // SAFETY: the global part exists with the scoreboard; server_limit is written once.
-    let limit = unsafe { ptr::read_volatile(addr_of!((*(*sb).global).server_limit)) };
+    let limit = slots();
     assert!(
         (0..limit).contains(&slot),
         "rworker: scoreboard slot {slot} out of 0..{limit}"
@@ -95,7 +94,7 @@ pub fn process(slot: c_int) -> ProcessSlot {
 /// Child slots in the scoreboard (ServerLimit at first start).
 pub fn slots() -> c_int {
     let sb = image();
-    // SAFETY: as in process_ptr.
+    // SAFETY: the global part exists with the scoreboard; server_limit is written once.
     unsafe { ptr::read_volatile(addr_of!((*(*sb).global).server_limit)) }
 }
 

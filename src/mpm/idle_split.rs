@@ -135,10 +135,10 @@ impl IdleSplit {
         self.on_queue.store((n / 2).max(1), Ordering::Relaxed);
     }
 
-    /// Listener: whether `on_queue` waiting workers are more than wanted, so one should
-    /// be sent back to accept.
-    pub fn excess(&self, on_queue: usize) -> bool {
-        on_queue > self.wanted_on_queue()
+    /// Listener: how many of `on_queue` waiting workers are more than wanted (to be sent
+    /// back to accept).
+    pub fn surplus_on_queue(&self, on_queue: usize) -> usize {
+        on_queue.saturating_sub(self.wanted_on_queue())
     }
 }
 
@@ -261,7 +261,7 @@ mod tests {
             s.short_on_queue();
         }
         assert_eq!(s.wanted_on_queue(), 25);
-        assert!(s.excess(26) && !s.excess(25));
+        assert!(s.surplus_on_queue(26) == 1 && s.surplus_on_queue(25) == 0);
         let halves: Vec<usize> = (0..6)
             .map(|_| {
                 s.decay();
@@ -269,6 +269,6 @@ mod tests {
             })
             .collect();
         assert_eq!(halves, [12, 6, 3, 1, 1, 1]);
-        assert!(s.excess(2) && !s.excess(1));
+        assert!(s.surplus_on_queue(2) == 1 && s.surplus_on_queue(1) == 0);
     }
 }

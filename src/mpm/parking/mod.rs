@@ -314,20 +314,24 @@ impl ParkingListener<'_> {
         // Uncapped: the workers the cap sent to the fdqueue go back to accept (all beyond
         // the fdqueue's share when the cap just lifted, else one if none accepts), or new
         // connections would wait for them one kick at a time.
-        let mut kicks = if was_capped {
-            (self.rt.handoff.idlers() as usize).saturating_sub(split.wanted_on_queue())
+        let kicks = if was_capped {
+            split.surplus_on_queue(self.rt.handoff.idlers() as usize)
         } else {
             usize::from(acc.waiting() == 0)
         };
-        let mut kicked = false;
-        while kicks > 0 && self.rt.handoff.try_get_idler() {
+        self.send_to_accept(kicks);
+    }
+
+    /// Sends up to `n` workers waiting on the fdqueue back to accept (`Job::Accept`).
+    fn send_to_accept(&mut self, n: usize) {
+        let mut sent = 0;
+        while sent < n && self.rt.handoff.try_get_idler() {
             if self.rt.handoff.push(Job::Accept).is_err() {
                 break;
             }
-            kicked = true;
-            kicks -= 1;
+            sent += 1;
         }
-        if kicked {
+        if sent > 0 {
             self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
         }
     }
@@ -342,12 +346,12 @@ impl ParkingListener<'_> {
         if !std::mem::take(&mut self.short_on_queue) {
             self.parking.split.decay();
         }
-        let split = &self.parking.split;
-        while split.excess(self.rt.handoff.idlers() as usize) && self.rt.handoff.try_get_idler() {
-            if self.rt.handoff.push(Job::Accept).is_err() {
-                break;
-            }
-        }
+        let surplus = self
+            .parking
+            .split
+            .surplus_on_queue(self.rt.handoff.idlers() as usize);
+        self.send_to_accept(surplus);
+        // Once a second at least, whatever was sent.
         self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
     }
 
