@@ -17,6 +17,7 @@
 //! child per MPM, a fixed `ab` load, system calls by kind under `strace -f` ([`trace`]), CPU
 //! and context switches from `/proc` without it.
 
+pub mod autogroup;
 pub mod chart;
 pub mod client;
 pub mod error;

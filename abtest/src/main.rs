@@ -8,6 +8,7 @@
 use rworker_ab::error::Context;
 use rworker_ab::options::Options;
 use rworker_ab::plan::{mmss, Plan};
+use rworker_ab::autogroup::Autogroup;
 use rworker_ab::{chart, memory, percon, report, server, shutdown, Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -172,6 +173,9 @@ fn run(opts: Options) -> Result<bool> {
     let built = opts.rworker_so.clone().unwrap_or_else(default_so);
     std::fs::create_dir_all(&opts.out).context(|| format!("create {}", opts.out.display()))?;
     let mut machine = machine_info();
+    // Held until run() returns: restores the switch.
+    let autogroup = Autogroup::prepare(opts.keep_autogroup)?;
+    machine.push_str(&format!("\n$ autogroup scheduling\n{}", autogroup.describe()));
     // Other builds may replace target/release/*.so while the matrix runs: every rworker
     // server loads one private copy taken now, and the report says which build it was.
     let snapshot = if needs_rworker {

@@ -61,6 +61,9 @@ pub struct Options {
     pub out: PathBuf,
     /// Skip `cargo build --release -p rworker`.
     pub no_build: bool,
+    /// Leave the kernel's autogroup scheduling as it is (`--autogroup keep`) instead of
+    /// turning it off for the run (see [`crate::autogroup`]).
+    pub keep_autogroup: bool,
     /// rworker's module; default target/release/libmod_mpm_rworker.so.
     pub rworker_so: Option<PathBuf>,
     /// Request this path instead of the payload file (for checking the harness fails loudly).
@@ -111,6 +114,11 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --threads N          wrk threads (default: number of CPUs)
   --out DIR            output directory (default bench/ab)
   --no-build           do not run cargo build --release -p rworker first
+  --autogroup off|keep off (the default): turn the kernel's autogroup scheduling off for the
+                       run and back on after (needs root). With it on, the load client and
+                       the server are two sessions that each may take half the CPUs, and a
+                       run settles at random into client-bound or server-bound (see
+                       abtest/src/autogroup.rs). keep: leave it as it is
   --rworker-so PATH    rworker module (default target/release/libmod_mpm_rworker.so)
   --path URLPATH       request URLPATH instead of the payload file (harness self-check)
   --replot DIR         only redraw DIR/chart.svg and DIR/summary.csv from DIR/results.csv
@@ -218,6 +226,7 @@ impl Options {
                 "bench/ab"
             }),
             no_build: false,
+            keep_autogroup: false,
             rworker_so: None,
             path: None,
             replot: None,
@@ -266,6 +275,13 @@ impl Options {
                 }
                 "--out" => o.out = PathBuf::from(value()?),
                 "--no-build" => o.no_build = true,
+                "--autogroup" => {
+                    o.keep_autogroup = match value()?.as_str() {
+                        "keep" => true,
+                        "off" => false,
+                        v => bail!("--autogroup {v:?}: keep or off"),
+                    }
+                }
                 "--keep-traces" => o.keep_traces = true,
                 "--no-perf" => o.no_perf = true,
                 "--replot" => o.replot = Some(PathBuf::from(value()?)),

@@ -24,12 +24,15 @@ pub struct Registry {
     servers: Vec<Httpd>,
     /// Private files (the module snapshot) to remove when a signal ends the run.
     scratch: Vec<PathBuf>,
+    /// Files to write back (a kernel switch the run changed) when a signal ends the run.
+    restore: Vec<(PathBuf, String)>,
     shutting_down: bool,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     servers: Vec::new(),
     scratch: Vec::new(),
+    restore: Vec::new(),
     shutting_down: false,
 });
 
@@ -62,6 +65,27 @@ impl Registry {
 /// itself).
 pub fn add_scratch_dir(dir: PathBuf) {
     lock().scratch.push(dir);
+}
+
+/// Registers a file to write `contents` back into if a signal ends the run (a normal exit
+/// calls [`restore_now`]).
+pub fn add_restore(path: PathBuf, contents: String) {
+    lock().restore.push((path, contents));
+}
+
+/// Writes back what [`add_restore`] registered for `path`, now, and forgets it.
+pub fn restore_now(path: &std::path::Path) {
+    let mut g = lock();
+    g.restore.retain(|(p, contents)| {
+        if p == path {
+            if let Err(e) = std::fs::write(p, contents) {
+                eprintln!("rworker-ab: could not restore {}: {e}", p.display());
+            }
+            false
+        } else {
+            true
+        }
+    });
 }
 
 /// Records the pid of the running load client (0: none).
@@ -112,12 +136,13 @@ pub fn install(stop: fn(&Httpd)) -> std::io::Result<()> {
                 unsafe { libc::kill(client, libc::SIGTERM) };
             }
             // Waits for a start in progress to finish (it holds the lock).
-            let (servers, scratch) = {
+            let (servers, scratch, restore) = {
                 let mut g = lock();
                 g.shutting_down = true;
                 (
                     std::mem::take(&mut g.servers),
                     std::mem::take(&mut g.scratch),
+                    std::mem::take(&mut g.restore),
                 )
             };
             for s in &servers {
@@ -126,6 +151,11 @@ pub fn install(stop: fn(&Httpd)) -> std::io::Result<()> {
             }
             for d in &scratch {
                 let _ = std::fs::remove_dir_all(d);
+            }
+            for (p, contents) in &restore {
+                if std::fs::write(p, contents).is_err() {
+                    eprintln!("rworker-ab: could not restore {}", p.display());
+                }
             }
             eprintln!("rworker-ab: interrupted; no server left running");
             std::process::exit(128 + sig);
