@@ -105,11 +105,18 @@ pub fn connections(slot: c_int) -> u32 {
     unsafe { ptr::read_volatile(addr_of!((*p).connections)) }
 }
 
-/// Publishes `slot`'s open connections alone (between full [`set_async_counts`]).
+/// Publishes `slot`'s open connections alone (between full [`set_async_counts`]). Any
+/// thread of the child that owns `slot` may call it (a connection opened or closed).
 pub fn set_connections(slot: c_int, n: u32) {
     let p = process_ptr(slot);
-    // SAFETY: as in set_async_counts.
-    unsafe { ptr::write_volatile(addr_of_mut!((*p).connections), n) };
+    // SAFETY: p points into the live scoreboard, and `connections` is an aligned u32 that
+    // only threads of this slot's child write: an atomic store keeps their concurrent
+    // writes from being torn (the last one wins; a reader takes a count a moment old).
+    // Relaxed: a balancing hint, ordered with nothing else.
+    unsafe {
+        std::sync::atomic::AtomicU32::from_ptr(addr_of_mut!((*p).connections))
+            .store(n, std::sync::atomic::Ordering::Relaxed)
+    };
 }
 
 /// Records a freshly forked child in `slot` (the parent, after fork).

@@ -10,6 +10,7 @@ use rworker_queue::{Inbox, Wake};
 
 use crate::ffi::async_conn::AsyncConn;
 use crate::ffi::epoll::WakeFd;
+use crate::ffi::scoreboard;
 use crate::mpm::idle_split::IdleSplit;
 
 /// Why a connection is parked, and so what the listener waits for and how long.
@@ -49,12 +50,18 @@ pub struct Parking {
     open: AtomicU32,
     /// Connections a module suspended (`CONN_STATE_SUSPENDED`).
     suspended: AtomicU32,
+    /// The child's scoreboard slot, where `open` is published for its siblings.
+    slot: std::os::raw::c_int,
 }
 
 impl Parking {
-    /// For a child of `threads_per_child` workers among `children` scoreboard slots.
-    /// Errors: errno (no eventfd).
-    pub fn new(threads_per_child: usize, children: usize) -> Result<Parking, i32> {
+    /// For the child in scoreboard `slot`, of `threads_per_child` workers among `children`
+    /// slots. Errors: errno (no eventfd).
+    pub fn new(
+        slot: std::os::raw::c_int,
+        threads_per_child: usize,
+        children: usize,
+    ) -> Result<Parking, i32> {
         Ok(Parking {
             // A worker parks at most one connection at a time, and the listener drains
             // continuously; four per worker absorbs bursts without a pusher ever waiting.
@@ -64,6 +71,7 @@ impl Parking {
             split: IdleSplit::new(threads_per_child, children),
             open: AtomicU32::new(0),
             suspended: AtomicU32::new(0),
+            slot,
         })
     }
 
@@ -115,18 +123,38 @@ impl Parking {
         }
     }
 
-    /// A connection was accepted.
+    /// A connection was accepted. The count goes to the scoreboard at once: siblings
+    /// balance new connections by it (`idle_split::accept_cap`) and workers decide by the
+    /// server's total whether to hold a connection (`idle_split::hold_keep_alive`); a
+    /// listener whose connections are all held sleeps, so it would publish late.
     pub fn opened(&self) {
         // Relaxed: a statistic for server-status and the listener's exit condition, which
         // re-reads it on every loop.
-        self.open.fetch_add(1, Ordering::Relaxed);
+        let n = self.open.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        scoreboard::set_connections(self.slot, n);
     }
 
     /// A connection was closed.
     pub fn closed(&self) {
         // Release: the listener that reads 0 (Acquire) to decide it may exit sees every
         // close's effects (the worker's last use of the connection).
-        self.open.fetch_sub(1, Ordering::Release);
+        let n = self.open.fetch_sub(1, Ordering::Release).wrapping_sub(1);
+        scoreboard::set_connections(self.slot, n);
+    }
+
+    /// The open connections of this child's siblings (the current generation's, in its
+    /// listener bucket, not quiescing), as they last published them.
+    pub fn siblings_open(&self) -> impl Iterator<Item = usize> {
+        let slot = self.slot;
+        let me = scoreboard::process(slot);
+        let slots = (self.split.children() as i32).min(scoreboard::slots());
+        (0..slots)
+            .filter(move |&s| s != slot)
+            .filter(move |&s| {
+                let p = scoreboard::process(s);
+                p.pid != 0 && !p.quiescing && p.generation == me.generation && p.bucket == me.bucket
+            })
+            .map(|s| scoreboard::connections(s) as usize)
     }
 
     /// Open connections now.

@@ -290,17 +290,8 @@ impl ParkingListener<'_> {
         }
         self.last_balance = Some(now);
         let own = self.parking.open();
-        let slot = self.rt.slot;
-        scoreboard::set_connections(slot, own);
-        let me = scoreboard::process(slot);
-        let slots = (self.parking.split.children() as i32).min(scoreboard::slots());
-        let siblings = (0..slots)
-            .filter(|&s| s != slot)
-            .filter(|&s| {
-                let p = scoreboard::process(s);
-                p.pid != 0 && !p.quiescing && p.generation == me.generation && p.bucket == me.bucket
-            })
-            .map(|s| scoreboard::connections(s) as usize);
+        scoreboard::set_connections(self.rt.slot, own);
+        let siblings = self.parking.siblings_open();
         let split = &self.parking.split;
         split.set_accept_cap(accept_cap(
             own as usize,
