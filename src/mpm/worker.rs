@@ -20,7 +20,7 @@ use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::{Job, Next};
-use crate::mpm::idle_split::{Idle, Wait};
+use crate::mpm::idle_split::{hold_keep_alive, Hold, Idle, Wait};
 use crate::mpm::inbox::{Park, ParkState, Parking};
 use crate::mpm::runtime::{ChildRuntime, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
@@ -61,6 +61,7 @@ pub fn run(
         tn,
         id: (rt.slot * rt.thread_limit + tn) as c_long,
         thd,
+        accept,
     };
 
     let last_ptrans = match (accept, &rt.parking) {
@@ -86,6 +87,12 @@ pub fn run(
 /// requests). A client that has not closed by then costs its worker no more than this.
 const LINGER_ON_WORKER: Duration = Duration::from_millis(30);
 
+/// How long a worker with spare threads beside it waits on a keep-alive connection for the
+/// next request before it parks the connection (`idle_split::hold_keep_alive`). A busy
+/// client's next request comes within a millisecond or two; an idle one costs its worker
+/// no more than this, then parks.
+const HOLD_ON_WORKER: Duration = Duration::from_millis(20);
+
 /// One worker's identity while it serves.
 struct Worker {
     rt: &'static ChildRuntime,
@@ -93,6 +100,8 @@ struct Worker {
     tn: c_int,
     id: c_long,
     thd: CurrentThread,
+    /// The child's workers accept for themselves (`RWorkerAccept workers`).
+    accept: Option<&'static WorkerAccept>,
 }
 
 impl Worker {
@@ -293,6 +302,12 @@ impl Worker {
                         return self.linger(c, parking);
                     }
                     c.set_status(status::BUSY_KEEPALIVE);
+                    if self.may_hold(parking) && c.wait_ready(true, HOLD_ON_WORKER) {
+                        if rt.shutdown.is_stopping() {
+                            return self.linger(c, parking);
+                        }
+                        continue; // the next request came while this worker waited
+                    }
                     return self.park(c, ParkState::KeepAlive, parking);
                 }
                 Step::WaitIo { read } => {
@@ -310,6 +325,18 @@ impl Worker {
                 Step::Linger => return self.linger(c, parking),
             }
         }
+    }
+
+    /// Whether this worker may wait on its keep-alive connection for a moment instead of
+    /// parking it at once (see `idle_split::hold_keep_alive`).
+    fn may_hold(&self, parking: &Parking) -> bool {
+        let h = Hold {
+            own: parking.open() as usize,
+            listener_waits: parking.listener_waits(),
+            in_accept: self.accept.map(|a| a.waiting()),
+            threads_per_child: self.rt.threads.workers(),
+        };
+        hold_keep_alive(h, parking.siblings_open())
     }
 
     /// Flushes the response on this thread (write completion), waiting for the socket up
