@@ -303,10 +303,10 @@ impl Worker {
                     }
                     c.set_status(status::BUSY_KEEPALIVE);
                     if self.may_hold(parking) && c.wait_ready(true, HOLD_ON_WORKER) {
-                        if rt.shutdown.is_stopping() {
-                            return self.linger(c, parking);
-                        }
-                        continue; // the next request came while this worker waited
+                        // The next request came while this worker waited: served even if
+                        // a graceful stop began meanwhile (it arrived before the close),
+                        // then the check above ends the connection.
+                        continue;
                     }
                     return self.park(c, ParkState::KeepAlive, parking);
                 }
