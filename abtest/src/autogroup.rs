@@ -64,7 +64,10 @@ impl Autogroup {
     pub fn describe(&self) -> String {
         match self {
             Autogroup::TurnedOff(p) => {
-                format!("{}: was 1, set to 0 for this run (restored at the end)", p.display())
+                format!(
+                    "{}: was 1, set to 0 for this run (restored at the end)",
+                    p.display()
+                )
             }
             Autogroup::Left(s) => s.clone(),
         }

@@ -5,10 +5,10 @@
 //! are still written); 2 bad arguments; 3 aborted (a server did not start, was not the MPM it
 //! should be, or crashed); 128+n on signal n, after stopping every server it started.
 
+use rworker_ab::autogroup::Autogroup;
 use rworker_ab::error::Context;
 use rworker_ab::options::Options;
 use rworker_ab::plan::{mmss, Plan};
-use rworker_ab::autogroup::Autogroup;
 use rworker_ab::{chart, memory, percon, report, server, shutdown, Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -175,7 +175,10 @@ fn run(opts: Options) -> Result<bool> {
     let mut machine = machine_info();
     // Held until run() returns: restores the switch.
     let autogroup = Autogroup::prepare(opts.keep_autogroup)?;
-    machine.push_str(&format!("\n$ autogroup scheduling\n{}", autogroup.describe()));
+    machine.push_str(&format!(
+        "\n$ autogroup scheduling\n{}",
+        autogroup.describe()
+    ));
     // Other builds may replace target/release/*.so while the matrix runs: every rworker
     // server loads one private copy taken now, and the report says which build it was.
     let snapshot = if needs_rworker {

@@ -179,7 +179,7 @@ pub struct Hold {
 
 /// Whether a worker that just answered a keep-alive request waits on the connection itself
 /// for a moment (`HOLD_ON_WORKER` in `crate::mpm::worker`) before it parks it, given what
-/// it knows (`h`) and the open connections of its child's siblings. Parking costs every
+/// it knows (`h`) and the open connections of its child's siblings (`siblings`). Parking costs every
 /// request a listener wake-up, epoll calls and a futex wake; a client that sends its next
 /// request at once (a busy client, a page's next resource) is answered sooner and cheaper
 /// by a worker that waited for it, as with `RWorkerKeepAlive thread` (measured with the
@@ -194,13 +194,17 @@ pub struct Hold {
 ///   to accept, and when the one that accepted held its connection, new connections
 ///   waited in the kernel's accept queue (292 of 400 after a burst of connects);
 /// - nothing waits for a worker now.
-pub fn hold_keep_alive(h: Hold, siblings: impl Iterator<Item = usize>) -> bool {
+///
+/// `siblings` is called only when the child's own state allows a hold: it reads the
+/// scoreboard, and with more clients than threads (where this runs for every request)
+/// the answer is no before that.
+pub fn hold_keep_alive<I: Iterator<Item = usize>>(h: Hold, siblings: impl FnOnce() -> I) -> bool {
     let tpc = h.threads_per_child;
     let spare = (tpc / 4).max(1);
     if h.listener_waits || h.in_accept == Some(0) || h.own + spare > tpc {
         return false;
     }
-    let (children, open) = siblings.fold((1, h.own), |(n, sum), c| (n + 1, sum + c));
+    let (children, open) = siblings().fold((1, h.own), |(n, sum), c| (n + 1, sum + c));
     open + children * spare <= children * tpc
 }
 
@@ -304,25 +308,31 @@ mod tests {
             threads_per_child: 25,
         };
         let none = std::iter::empty;
-        assert!(hold_keep_alive(h(19, 1), none()));
-        assert!(!hold_keep_alive(h(20, 1), none()), "fewer than a quarter to spare");
-        assert!(!hold_keep_alive(h(3, 0), none()), "nobody else accepts");
+        assert!(hold_keep_alive(h(19, 1), none));
+        assert!(
+            !hold_keep_alive(h(20, 1), none),
+            "fewer than a quarter to spare"
+        );
+        assert!(!hold_keep_alive(h(3, 0), none), "nobody else accepts");
         let waits = Hold {
             listener_waits: true,
             ..h(3, 1)
         };
-        assert!(!hold_keep_alive(waits, none()), "the listener waits for a worker");
+        assert!(
+            !hold_keep_alive(waits, none),
+            "the listener waits for a worker"
+        );
         // The whole server counts: 6 x 25 threads hold up to 6 x 19 connections.
-        assert!(hold_keep_alive(h(10, 1), [19, 19, 19, 19, 19].into_iter()));
-        assert!(!hold_keep_alive(h(1, 1), [67, 67, 67, 67, 67].into_iter()));
+        assert!(hold_keep_alive(h(10, 1), || [19, 19, 19, 19, 19].into_iter()));
+        assert!(!hold_keep_alive(h(1, 1), || [67, 67, 67, 67, 67].into_iter()));
         // Small children: one spare thread is enough; a child of one never holds.
         let small = |tpc| Hold {
             threads_per_child: tpc,
             in_accept: None,
             ..h(1, 1)
         };
-        assert!(hold_keep_alive(small(2), none()));
-        assert!(!hold_keep_alive(small(1), none()));
+        assert!(hold_keep_alive(small(2), none));
+        assert!(!hold_keep_alive(small(1), none));
     }
 
     #[test]

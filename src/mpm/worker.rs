@@ -336,7 +336,7 @@ impl Worker {
             in_accept: self.accept.map(|a| a.waiting()),
             threads_per_child: self.rt.threads.workers(),
         };
-        hold_keep_alive(h, parking.siblings_open())
+        hold_keep_alive(h, || parking.siblings_open())
     }
 
     /// Flushes the response on this thread (write completion), waiting for the socket up

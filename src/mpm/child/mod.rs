@@ -270,11 +270,7 @@ fn build_runtime(
     )?;
     let handoff = Handoff::new(st.queue, tpc, pconf)?;
     let parking = match st.keep_alive {
-        KeepAliveMode::Park => Some(Parking::new(
-            slot,
-            tpc,
-            st.daemons_limit.max(1) as usize,
-        )?),
+        KeepAliveMode::Park => Some(Parking::new(slot, tpc, st.daemons_limit.max(1) as usize)?),
         KeepAliveMode::Thread => None,
     };
     let generation = Retained::lookup().map_or(0, |r| r.my_generation());

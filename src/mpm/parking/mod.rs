@@ -56,8 +56,9 @@ const IDLER_POLL: Duration = Duration::from_millis(100);
 /// With workers that accept: how soon the listener interrupts another worker in accept
 /// when the one it interrupted has not come to the fdqueue (it had just accepted).
 const NUDGE_AGAIN: Duration = Duration::from_millis(5);
-/// With workers that accept: how often the listener publishes its open connections and
-/// sets its accept cap from its siblings' (`idle_split::accept_cap`).
+/// With workers that accept: how often the listener re-publishes its open connections
+/// (`Parking::opened` and `closed` publish each change) and sets its accept cap from its
+/// siblings' (`idle_split::accept_cap`).
 const BALANCE_EVERY: Duration = Duration::from_millis(10);
 /// How often an idle listener whose child the accept cap stopped looks at its siblings'
 /// counts again (a child with more idle connections than its siblings wakes this often).
@@ -290,6 +291,8 @@ impl ParkingListener<'_> {
         }
         self.last_balance = Some(now);
         let own = self.parking.open();
+        // Opens and closes publish the count themselves, but two of them on different
+        // threads may store out of order: this puts the current value back.
         scoreboard::set_connections(self.rt.slot, own);
         let siblings = self.parking.siblings_open();
         let split = &self.parking.split;
