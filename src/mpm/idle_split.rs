@@ -144,23 +144,37 @@ impl IdleSplit {
 
 /// Balance between children: the most open connections with which a child still waits
 /// in accept, given its own count and its siblings' (the current generation's, in its
-/// bucket): the least loaded sibling's plus ThreadsPerChild, and no limit for a child that
-/// is itself the least loaded. Without it, the kernel's accept queue gives new connections
-/// to whichever child has the most workers waiting, that is the least busy one *now*, and a
-/// parking child has idle workers even while it holds many (idle) connections: with
-/// reconnecting keep-alive clients one child of six gathered 160 of 400 connections within
-/// two seconds (its clients then waited four times as long, the p99 of the A/B). The least
-/// loaded child accepts whatever comes until the counts are compared again, so new
-/// connections never wait for every child to refresh its count.
+/// bucket). No limit for a child that is itself the least loaded, so new connections never
+/// wait for every child to refresh its count. Otherwise:
+/// - while the least loaded sibling could still hold its keep-alive connections on workers
+///   (fewer than [`keep_alive_hold_max`]), that many: a child beyond it parks every
+///   keep-alive request, and a parking child has more idle workers in accept than a holding
+///   one, so it drew the next connections too (keep-alive with 100 reconnecting clients over
+///   six children of 25, before this rule: one child had 25-34 connections in most samples
+///   and a third of all requests took the parked path);
+/// - else the least loaded sibling's count plus ThreadsPerChild. Without it, the kernel's
+///   accept queue gives new connections to whichever child has the most workers waiting,
+///   that is the least busy one *now*, and a parking child has idle workers even while it
+///   holds many (idle) connections: with reconnecting keep-alive clients one child of six
+///   gathered 160 of 400 connections within two seconds (its clients then waited four
+///   times as long, the p99 of the A/B).
 pub fn accept_cap(
     own: usize,
     siblings: impl Iterator<Item = usize>,
     threads_per_child: usize,
 ) -> usize {
+    let hold_max = keep_alive_hold_max(threads_per_child);
     match siblings.min() {
+        Some(least) if least < own && least < hold_max => hold_max,
         Some(least) if least < own => least + threads_per_child.max(1),
         _ => usize::MAX,
     }
+}
+
+/// The most open connections with which a child of `threads_per_child` workers holds
+/// keep-alive connections on its workers ([`hold_keep_alive`]): one thread stays free.
+pub fn keep_alive_hold_max(threads_per_child: usize) -> usize {
+    threads_per_child.saturating_sub(1)
 }
 
 /// What a worker that just answered a keep-alive request knows when it decides whether to
@@ -179,31 +193,41 @@ pub struct Hold {
 
 /// Whether a worker that just answered a keep-alive request waits on the connection itself
 /// for a moment (`HOLD_ON_WORKER` in `crate::mpm::worker`) before it parks it, given what
-/// it knows (`h`) and the open connections of its child's siblings (`siblings`). Parking costs every
-/// request a listener wake-up, epoll calls and a futex wake; a client that sends its next
-/// request at once (a busy client, a page's next resource) is answered sooner and cheaper
-/// by a worker that waited for it, as with `RWorkerKeepAlive thread` (measured with the
-/// kernel's autogroup off, A/B with MaxRequestWorkers 150: parking every keep-alive request
-/// cost 1.38-1.56x the stock worker's CPU per request at 50 and 100 clients, 0.70-0.77x
-/// its requests). That is worth a thread only while
-/// - there is a thread for every connection with a quarter of the threads (at least one)
-///   to spare, in this child *and* over the whole server: a held connection is answered
-///   ahead of parked ones, and holding in a lightly loaded child while the others parked
-///   gave its few clients the machine;
-/// - another worker of the child waits in accept: a worker that holds does not come back
-///   to accept, and when the one that accepted held its connection, new connections
-///   waited in the kernel's accept queue (292 of 400 after a burst of connects);
+/// it knows (`h`) and the open connections of its child's siblings (`siblings`). Parking
+/// costs every request a listener wake-up, epoll calls and a futex wake; a client that
+/// sends its next request at once (a busy client, a page's next resource) is answered
+/// sooner and cheaper by a worker that waited for it, as with `RWorkerKeepAlive thread`
+/// (measured with the kernel's autogroup off, A/B with MaxRequestWorkers 150: parking
+/// every keep-alive request cost 1.38-1.56x the stock worker's CPU per request at 50 and
+/// 100 clients, 0.70-0.77x its requests). That is worth a thread only while
+/// - the child has a thread for every connection and one more
+///   ([`keep_alive_hold_max`]), for a new connection or a parked one that wakes up;
+/// - over the whole server there is a thread for every connection with a quarter of the
+///   threads to spare: a held connection is answered ahead of parked ones, so holds stop
+///   for everyone before any child runs short (with holds decided per child only, a
+///   lightly loaded child's few clients got the machine while the others parked);
+/// - another worker of the child waits in accept: the counts above are of *accepted*
+///   connections, and workers that hold do not come back to accept. Without this, at 400
+///   keep-alive clients over 150 threads, holds kept new connections in the kernel's
+///   accept queue, where no count saw them, so the counts allowed more holds (15% of
+///   requests held, p99 0.75-0.88 s as the stock worker's; with it, p99 31-60 ms and
+///   almost no holds). After a burst of connects, 292 of 400 new connections waited there;
 /// - nothing waits for a worker now.
+///
+/// The child's own bound was a quarter of its threads to spare at first: with 100
+/// keep-alive clients over six children of 25, children with 20-24 connections parked
+/// every request, and a quarter of all requests took the parked path (with one thread to
+/// spare, and the child balance of [`accept_cap`], 2-7%).
 ///
 /// `siblings` is called only when the child's own state allows a hold: it reads the
 /// scoreboard, and with more clients than threads (where this runs for every request)
 /// the answer is no before that.
 pub fn hold_keep_alive<I: Iterator<Item = usize>>(h: Hold, siblings: impl FnOnce() -> I) -> bool {
     let tpc = h.threads_per_child;
-    let spare = (tpc / 4).max(1);
-    if h.listener_waits || h.in_accept == Some(0) || h.own + spare > tpc {
+    if h.listener_waits || h.in_accept == Some(0) || h.own > keep_alive_hold_max(tpc) {
         return false;
     }
+    let spare = (tpc / 4).max(1);
     let (children, open) = siblings().fold((1, h.own), |(n, sum), c| (n + 1, sum + c));
     open + children * spare <= children * tpc
 }
@@ -281,6 +305,16 @@ mod tests {
         assert_eq!(accept_cap(3, [60, 45].into_iter(), 25), usize::MAX);
         assert_eq!(accept_cap(45, [60, 45].into_iter(), 25), usize::MAX);
         assert_eq!(accept_cap(7, std::iter::empty(), 25), usize::MAX);
+        // While the least loaded sibling could still hold its connections on workers
+        // (fewer than 24 of 25), the others accept only up to that.
+        assert_eq!(keep_alive_hold_max(25), 24);
+        assert_eq!(accept_cap(30, [12, 18].into_iter(), 25), 24);
+        assert_eq!(accept_cap(13, [12, 18].into_iter(), 25), 24);
+        assert_eq!(accept_cap(30, [23, 40].into_iter(), 25), 24);
+        assert_eq!(accept_cap(30, [24, 26].into_iter(), 25), 49);
+        // Children too small to hold: the loose balance only.
+        assert_eq!(keep_alive_hold_max(1), 0);
+        assert_eq!(accept_cap(5, [0].into_iter(), 1), 1);
         let s = IdleSplit::new(25, 6);
         s.set_accept_cap(70);
         assert_eq!(
@@ -301,35 +335,44 @@ mod tests {
 
     #[test]
     fn a_worker_holds_a_keep_alive_connection_only_while_every_connection_could() {
-        let h = |own, in_accept| Hold {
+        let h = |own| Hold {
             own,
             listener_waits: false,
-            in_accept: Some(in_accept),
+            in_accept: Some(1),
             threads_per_child: 25,
         };
         let none = std::iter::empty;
-        assert!(hold_keep_alive(h(19, 1), none));
-        assert!(
-            !hold_keep_alive(h(20, 1), none),
-            "fewer than a quarter to spare"
-        );
-        assert!(!hold_keep_alive(h(3, 0), none), "nobody else accepts");
+        let light = || [5, 5, 5, 5, 5].into_iter();
+        assert!(hold_keep_alive(h(24), light));
+        assert!(!hold_keep_alive(h(25), light), "no thread to spare");
+        // Alone, the child is the whole server: a quarter to spare.
+        assert!(hold_keep_alive(h(19), none));
+        assert!(!hold_keep_alive(h(20), none));
         let waits = Hold {
             listener_waits: true,
-            ..h(3, 1)
+            ..h(3)
         };
         assert!(
             !hold_keep_alive(waits, none),
             "the listener waits for a worker"
         );
-        // The whole server counts: 6 x 25 threads hold up to 6 x 19 connections.
-        assert!(hold_keep_alive(h(10, 1), || [19, 19, 19, 19, 19].into_iter()));
-        assert!(!hold_keep_alive(h(1, 1), || [67, 67, 67, 67, 67].into_iter()));
-        // Small children: one spare thread is enough; a child of one never holds.
+        let nobody_accepts = Hold {
+            in_accept: Some(0),
+            ..h(3)
+        };
+        assert!(
+            !hold_keep_alive(nobody_accepts, none),
+            "nobody else accepts"
+        );
+        // The whole server counts: 6 x 25 threads hold up to 6 x 19 = 114 connections.
+        assert!(hold_keep_alive(h(10), || [19, 19, 19, 19, 28].into_iter()));
+        assert!(!hold_keep_alive(h(10), || [19, 19, 19, 19, 29].into_iter()));
+        assert!(!hold_keep_alive(h(1), || [67, 67, 67, 67, 67].into_iter()));
+        // Small children: one spare thread; a child of one never holds.
         let small = |tpc| Hold {
             threads_per_child: tpc,
             in_accept: None,
-            ..h(1, 1)
+            ..h(1)
         };
         assert!(hold_keep_alive(small(2), none));
         assert!(!hold_keep_alive(small(1), none));
