@@ -146,8 +146,9 @@ impl IdleSplit {
 /// in accept, given its own count and its siblings' (the current generation's, in its
 /// bucket). No limit for a child that is itself the least loaded, so new connections never
 /// wait for every child to refresh its count. Otherwise:
-/// - while the least loaded sibling could still hold its keep-alive connections on workers
-///   (fewer than [`keep_alive_hold_max`]), that many: a child beyond it parks every
+/// - while the server could hold keep-alive connections on workers ([`hold_keep_alive`]:
+///   a quarter of its threads to spare) and the least loaded sibling could hold one more
+///   (it has fewer than [`keep_alive_hold_max`]), that many: a child beyond it parks every
 ///   keep-alive request, and a parking child has more idle workers in accept than a holding
 ///   one, so it drew the next connections too (keep-alive with 100 reconnecting clients over
 ///   six children of 25, before this rule: one child had 25-34 connections in most samples
@@ -163,11 +164,16 @@ pub fn accept_cap(
     siblings: impl Iterator<Item = usize>,
     threads_per_child: usize,
 ) -> usize {
+    let (children, open, least) = siblings.fold((1, own, usize::MAX), |(n, sum, least), c| {
+        (n + 1, sum + c, least.min(c))
+    });
     let hold_max = keep_alive_hold_max(threads_per_child);
-    match siblings.min() {
-        Some(least) if least < own && least < hold_max => hold_max,
-        Some(least) if least < own => least + threads_per_child.max(1),
-        _ => usize::MAX,
+    if least >= own {
+        usize::MAX
+    } else if least < hold_max && room_to_hold(children, open, threads_per_child) {
+        hold_max
+    } else {
+        least + threads_per_child.max(1)
     }
 }
 
@@ -227,9 +233,16 @@ pub fn hold_keep_alive<I: Iterator<Item = usize>>(h: Hold, siblings: impl FnOnce
     if h.listener_waits || h.in_accept == Some(0) || h.own > keep_alive_hold_max(tpc) {
         return false;
     }
-    let spare = (tpc / 4).max(1);
     let (children, open) = siblings().fold((1, h.own), |(n, sum), c| (n + 1, sum + c));
-    open + children * spare <= children * tpc
+    room_to_hold(children, open, tpc)
+}
+
+/// Whether `children` children of `threads_per_child` threads with `open` connections in
+/// all have a thread for every connection and a quarter of their threads (at least one
+/// each) to spare.
+fn room_to_hold(children: usize, open: usize, threads_per_child: usize) -> bool {
+    let spare = (threads_per_child / 4).max(1);
+    open + children * spare <= children * threads_per_child
 }
 
 #[cfg(test)]
@@ -308,10 +321,13 @@ mod tests {
         // While the least loaded sibling could still hold its connections on workers
         // (fewer than 24 of 25), the others accept only up to that.
         assert_eq!(keep_alive_hold_max(25), 24);
-        assert_eq!(accept_cap(30, [12, 18].into_iter(), 25), 24);
-        assert_eq!(accept_cap(13, [12, 18].into_iter(), 25), 24);
-        assert_eq!(accept_cap(30, [23, 40].into_iter(), 25), 24);
+        assert_eq!(accept_cap(30, [12, 18, 9, 9, 9].into_iter(), 25), 24);
+        assert_eq!(accept_cap(13, [12, 18, 9, 9, 9].into_iter(), 25), 24);
+        assert_eq!(accept_cap(30, [23, 30, 9, 9, 9].into_iter(), 25), 24);
         assert_eq!(accept_cap(30, [24, 26].into_iter(), 25), 49);
+        // Not while the server has more connections than it would hold (114 of 150).
+        assert_eq!(accept_cap(30, [23, 15, 15, 15, 16].into_iter(), 25), 24);
+        assert_eq!(accept_cap(30, [23, 15, 15, 15, 17].into_iter(), 25), 40);
         // Children too small to hold: the loose balance only.
         assert_eq!(keep_alive_hold_max(1), 0);
         assert_eq!(accept_cap(5, [0].into_iter(), 1), 1);
