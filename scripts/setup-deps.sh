@@ -13,6 +13,7 @@ PACKAGES=(
     binutils       # nm, readelf (static checks)
     wrk
     curl
+    nghttp2-client # h2load (tests/park_modules.rs)
     ca-certificates  # curl to https (the rustup command below)
     dpkg-dev       # scripts/build-deb.sh: dpkg-shlibdeps, dpkg-parsechangelog
     lintian        # tests/package.rs checks the .deb

@@ -1,7 +1,8 @@
 //! Modules that behave differently under an asynchronous MPM keep working with
 //! `RWorkerKeepAlive park`, the connection parked between requests: mod_ssl (TLS
-//! keep-alive, a 1 MB download), mod_http2 over TLS and as h2c, mod_reqtimeout's
-//! slow-client defence on a fresh and on a parked connection.
+//! keep-alive, a 1 MB download), mod_http2 over TLS and as h2c (curl, and h2load with
+//! many streams), mod_reqtimeout's slow-client defence on a fresh and on a parked
+//! connection.
 
 mod common;
 
@@ -88,6 +89,42 @@ fn curl(args: &[&str], urls: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// h2load's 2,000 requests over 10 connections, 10 streams each, against `url`: how
+/// many succeeded with a 2xx (None if its summary lacks the counts) when none failed or
+/// errored, and the summary lines.
+fn h2load(url: &str) -> (Option<u32>, Vec<String>) {
+    let out = Command::new("h2load")
+        .args(["-n", "2000", "-c", "10", "-m", "10", "-T", "20", url])
+        .output()
+        .expect("run h2load (scripts/setup-deps.sh installs nghttp2-client)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let summary: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with("requests:") || l.starts_with("status codes:"))
+        .map(str::to_owned)
+        .collect();
+    // "requests: 2000 total, 2000 started, 2000 done, 2000 succeeded, 0 failed, 0 errored, 0 timeout"
+    // "status codes: 2000 2xx, 0 3xx, 0 4xx, 0 5xx"
+    let count = |line: &str, what: &str| -> Option<u32> {
+        let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+        let i = words.iter().position(|w| *w == what)?;
+        words.get(i.checked_sub(1)?)?.parse().ok()
+    };
+    let requests = summary.iter().find(|l| l.starts_with("requests:"));
+    let codes = summary.iter().find(|l| l.starts_with("status codes:"));
+    let done = match (requests, codes) {
+        (Some(r), Some(c))
+            if count(r, "failed") == Some(0)
+                && count(r, "errored") == Some(0)
+                && count(r, "timeout") == Some(0) =>
+        {
+            count(c, "2xx")
+        }
+        _ => None,
+    };
+    (done, summary)
+}
+
 #[test]
 fn tls_h2_h2c_and_reqtimeout_with_parked_connections() {
     let Some((s, tls, _certs)) = start() else {
@@ -145,6 +182,14 @@ fn tls_h2_h2c_and_reqtimeout_with_parked_connections() {
     // h2c with prior knowledge.
     let lines = curl(&["--http2-prior-knowledge"], &[s.url("/index.html")]);
     assert_eq!(lines, vec!["2 200 1".to_string()], "h2c");
+
+    // h2load, over TLS and as h2c: 10 clients, 10 streams in flight each, 2,000 requests.
+    // The h2 connections go async (mod_http2 waits for I/O through the MPM, the
+    // connection parked in WaitIo between frames); every stream must complete.
+    for (proto, url) in [("h2", https("/index.html")), ("h2c", s.url("/index.html"))] {
+        let (done, summary) = h2load(&url);
+        assert_eq!(done, Some(2000), "{proto}: h2load says {summary:?}");
+    }
 
     // mod_reqtimeout: a slow request head gets 408 after its 2 s, on a fresh connection
     // and on one that was parked after a request.
