@@ -376,7 +376,7 @@ unsafe fn new_conn_state(pool: *mut sys::apr_pool_t) -> Option<NonNull<sys::conn
 /// primary's state while the primary is parked. Give it a state of its own, as event's
 /// pre_connection hook does.
 unsafe extern "C" fn secondary_state(c: *mut sys::conn_rec, _csd: *mut c_void) -> c_int {
-    crate::ffi::panic::enter("pre_connection hook (secondary connection state)");
+    let _place = crate::ffi::panic::enter("pre_connection hook (secondary connection state)");
     // SAFETY: httpd passes the connection being set up, used by this thread alone; a new
     // conn_state_t in its pool lives as long as the connection.
     unsafe {

@@ -5,6 +5,7 @@
 //! why a child died before the parent logs its exit signal and replaces it.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::Once;
 
 use crate::ffi::log::level;
@@ -14,10 +15,30 @@ thread_local! {
     static PLACE: Cell<&'static str> = const { Cell::new("httpd") };
 }
 
-/// Names the code the calling thread runs from now on (an entry point from httpd or APR:
-/// "worker thread", "listener thread", "the mpm hook"…), for the panic line.
-pub fn enter(place: &'static str) {
-    PLACE.with(|p| p.set(place));
+/// Names the code the calling thread runs (an entry point from httpd or APR: "worker
+/// thread", "listener thread", "the mpm hook"…), for the panic line, until the returned
+/// guard drops; the guard then puts back the name it replaced. httpd calls our hooks on
+/// our own threads (a worker runs the pre_connection hook, the server-status hook), and a
+/// hook that renamed its thread for good made a later panic in the worker name the hook.
+#[must_use = "the name holds only while the guard lives: bind it, `let _place = enter(..)`"]
+pub fn enter(place: &'static str) -> Entered {
+    Entered {
+        previous: PLACE.with(|p| p.replace(place)),
+        _this_thread: PhantomData,
+    }
+}
+
+/// While it lives, the calling thread runs what [`enter`] named (see there).
+pub struct Entered {
+    previous: &'static str,
+    /// The name is the creating thread's: the guard must drop there (not `Send`).
+    _this_thread: PhantomData<*const ()>,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        PLACE.with(|p| p.set(self.previous));
+    }
 }
 
 /// Installs the hook, once per process (it survives the DSO's reloads: `-z nodelete`).
@@ -44,4 +65,23 @@ pub fn install_hook() {
             );
         }));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place() -> &'static str {
+        PLACE.with(|p| p.get())
+    }
+
+    #[test]
+    fn a_hook_gives_its_thread_back_its_name() {
+        let _worker = enter("worker thread");
+        {
+            let _hook = enter("pre_connection hook");
+            assert_eq!(place(), "pre_connection hook");
+        }
+        assert_eq!(place(), "worker thread");
+    }
 }

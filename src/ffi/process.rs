@@ -112,7 +112,7 @@ pub fn note_child_gone(slot: c_int) {
 }
 
 unsafe extern "C" fn reaped(slot: c_int, pid: sys::pid_t, generation: sys::ap_generation_t) {
-    crate::ffi::panic::enter("the parent, reaping children");
+    let _place = crate::ffi::panic::enter("the parent, reaping children");
     if slot >= 0 {
         note_child_gone(slot);
     } else {

@@ -41,7 +41,7 @@ type Render = fn(&mut Output, Flags);
 static RENDER: OnceLock<Render> = OnceLock::new();
 
 unsafe extern "C" fn status_hook(r: *mut sys::request_rec, flags: c_int) -> c_int {
-    crate::ffi::panic::enter("server-status hook");
+    let _place = crate::ffi::panic::enter("server-status hook");
     if let (Some(render), Some(r)) = (RENDER.get(), NonNull::new(r)) {
         let flags = Flags {
             short: flags & sys::AP_STATUS_SHORT as c_int != 0,

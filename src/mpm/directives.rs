@@ -170,7 +170,7 @@ pub unsafe extern "C" fn rworker_set_directive(
     _dummy: *mut c_void,
     arg: *const c_char,
 ) -> *const c_char {
-    panic::enter("directive handler");
+    let _place = panic::enter("directive handler");
     // SAFETY: httpd's arguments for the handler now running (this function's contract).
     let Some(call) = (unsafe { DirectiveCall::new(cmd, arg) }) else {
         return std::ptr::null();

@@ -60,7 +60,7 @@ impl Listener {
     /// The thread's body: accept until a stop, then close the listeners, let the workers
     /// drain the fdqueue, and report the listener gone.
     pub fn run(mut self, rt: &'static ChildRuntime) {
-        panic::enter("listener thread");
+        let _place = panic::enter("listener thread");
         rt.threads.listener_started();
         signal::unblock_for_this_thread(LISTENER_SIGNAL);
 

@@ -59,7 +59,7 @@ unsafe fn parent_phase() -> SingleThreaded {
 
 unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
     panic::install_hook();
-    panic::enter("register_hooks");
+    let _place = panic::enter("register_hooks");
     // SAFETY: httpd assigned the index in ap_add_module, which calls us right after,
     // single-threaded; nothing else writes the struct meanwhile.
     log::set_module_index(unsafe { (*ptr::addr_of!(mpm_rworker_module)).module_index });
@@ -114,7 +114,7 @@ unsafe extern "C" fn pre_config(
     _plog: *mut sys::apr_pool_t,
     _ptemp: *mut sys::apr_pool_t,
 ) -> c_int {
-    panic::enter("pre_config hook");
+    let _place = panic::enter("pre_config hook");
     // SAFETY: httpd runs pre_config in the parent's configuration phase with the new
     // generation's pconf, which lives for the generation.
     let (token, pconf) = unsafe { (parent_phase(), ConfigPool::new(pconf)) };
@@ -127,7 +127,7 @@ unsafe extern "C" fn check_config(
     _ptemp: *mut sys::apr_pool_t,
     _s: *mut sys::server_rec,
 ) -> c_int {
-    panic::enter("check_config hook");
+    let _place = panic::enter("check_config hook");
     // SAFETY: httpd runs check_config in the parent's configuration phase.
     config_pass::check_config(unsafe { parent_phase() })
 }
@@ -138,7 +138,7 @@ unsafe extern "C" fn open_logs(
     _ptemp: *mut sys::apr_pool_t,
     s: *mut sys::server_rec,
 ) -> c_int {
-    panic::enter("open_logs hook");
+    let _place = panic::enter("open_logs hook");
     // SAFETY: httpd runs open_logs in the parent's configuration phase with the
     // generation's pconf and main server record.
     let (token, pconf, s) = unsafe { (parent_phase(), ConfigPool::new(pconf), ServerRec::new(s)) };
@@ -153,7 +153,7 @@ unsafe extern "C" fn mpm(
     _plog: *mut sys::apr_pool_t,
     s: *mut sys::server_rec,
 ) -> c_int {
-    panic::enter("parent process (mpm hook)");
+    let _place = panic::enter("parent process (mpm hook)");
     // SAFETY: httpd runs the mpm hook in the parent, on its only thread, with the
     // generation's pconf and main server record.
     let (token, pconf, s) = unsafe { (parent_phase(), ConfigPool::new(pconf), ServerRec::new(s)) };

@@ -44,7 +44,7 @@ pub fn run(
     thd: CurrentThread,
     accept: Option<&'static WorkerAccept>,
 ) {
-    panic::enter("worker thread");
+    let _place = panic::enter("worker thread");
     let tn = t as c_int;
     rt.threads.worker_started(t);
     scoreboard::register_worker(

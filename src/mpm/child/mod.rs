@@ -65,7 +65,7 @@ impl MainThread {
 /// The child's entry point after fork (or the parent itself with `-X`): serves until
 /// told to stop, then exits. `pconf` is the generation's configuration pool.
 pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int) -> ! {
-    panic::enter("child process main thread");
+    let _place = panic::enter("child process main thread");
     let st = settings::get();
     let buckets = listen::buckets();
     let r = Retained::get_or_create(token);
@@ -141,7 +141,7 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     main.stopping_ran = false;
 
     let starter = match rt.spawner.spawn(move |_| {
-        panic::enter("starter thread");
+        let _place = panic::enter("starter thread");
         starter::run(rt, acceptor)
     }) {
         Ok(t) => t,

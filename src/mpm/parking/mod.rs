@@ -113,7 +113,7 @@ struct ParkingListener<'a> {
 /// The listener thread's body in a parking child; with `accept`, the workers accept new
 /// connections and `l` has no sockets.
 pub fn run(l: Listener, rt: &'static ChildRuntime, accept: Option<&'static WorkerAccept>) {
-    panic::enter("listener thread (parking)");
+    let _place = panic::enter("listener thread (parking)");
     rt.threads.listener_started();
     signal::unblock_for_this_thread(LISTENER_SIGNAL);
     let Some(parking) = rt.parking.as_ref() else {
