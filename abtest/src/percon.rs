@@ -47,6 +47,8 @@ const SIZE: u64 = 1;
 /// Pause before each reading, so that the lingering closes of the last connections (the
 /// server's `shutdown`, `poll`, `read`, `close` after ab has its response) fall inside it.
 const SETTLE: Duration = Duration::from_millis(150);
+/// The longest wait for the server to begin closing its connections after a traced load.
+const UNCLOSED_WAIT: Duration = Duration::from_secs(5);
 
 /// What `--percon` changes in `common.conf`, for every MPM alike: one child that neither
 /// forks a sibling nor is retired (MinSpareThreads 5 < its idle threads under 25 clients at
@@ -126,6 +128,7 @@ pub struct Outcome {
 /// land in the count), and runs even when ab failed, so the tool never stays attached.
 fn counted_run(
     url: &str,
+    port: u16,
     mode: ConnMode,
     requests: u64,
     clients: u32,
@@ -135,6 +138,10 @@ fn counted_run(
     let t = Instant::now();
     let ab = run_ab(url, mode, requests, clients, ab_log);
     let wall_s = t.elapsed().as_secs_f64();
+    // The server's lingering closes of the last connections come after ab has its
+    // responses, later still on a busy machine under strace: wait until it has begun to
+    // close every connection (shutdown or close called), then SETTLE for the rest.
+    wait_until(UNCLOSED_WAIT, || procfs::tcp_unclosed_on_port(port) == 0);
     std::thread::sleep(SETTLE);
     let counts = detach()?;
     Ok((ab?, counts, wall_s))
@@ -266,6 +273,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                     let counter = PerfCounter::attach(child, &perf_file)?;
                     let (ab, counts, wall_s) = counted_run(
                         &url,
+                        server.port,
                         mode,
                         opts.requests,
                         clients,
@@ -300,6 +308,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 let tracer = Tracer::attach(child, &trace_file)?;
                 let (ab, counts, wall_s) = counted_run(
                     &url,
+                    server.port,
                     mode,
                     opts.requests,
                     clients,

@@ -425,6 +425,50 @@ pub struct PerfCounter {
     events: Vec<(String, Vec<String>)>,
 }
 
+/// A named pipe at `path` (replacing a stale one).
+fn make_fifo(path: &Path) -> Result<()> {
+    let _ = fs::remove_file(path);
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| Error(format!("{}: {e}", path.display())))?;
+    // SAFETY: c is a valid NUL-terminated path for the duration of the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        return Err(Error(format!(
+            "mkfifo {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
+/// Sends perf's control fifo `enable` and waits (up to 10 s) for its `ack`. Both fifos are
+/// opened read-write, which does not block on a fifo whatever perf has opened yet.
+fn enable(ctl: &Path, ack: &Path) -> bool {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = |p: &Path, flags| {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(flags)
+            .open(p)
+    };
+    let (Ok(mut ctl), Ok(mut ack)) = (open(ctl, 0), open(ack, libc::O_NONBLOCK)) else {
+        return false;
+    };
+    if ctl.write_all(b"enable\n").is_err() {
+        return false;
+    }
+    let mut got = Vec::new();
+    wait_until(Duration::from_secs(10), || {
+        let mut buf = [0u8; 16];
+        if let Ok(n) = ack.read(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.windows(3).any(|w| w == b"ack")
+    })
+}
+
 /// perf event file descriptors `pid` holds.
 fn perf_fds(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd"))
@@ -440,12 +484,21 @@ fn perf_fds(pid: i32) -> usize {
 }
 
 impl PerfCounter {
-    /// Starts `perf stat` on `pid` and waits (up to 10 s) until it holds a counter for every
-    /// event in every thread.
+    /// Starts `perf stat` on `pid`, waits (up to 10 s) until it holds a counter for every
+    /// event in every thread, then enables them all and waits for perf to say so. perf
+    /// opens its counters disabled (`-D -1`) and enables them on the `enable` command of its
+    /// control fifo, answering `ack`: left to itself it enables one event after the other in
+    /// every thread, and on a busy machine the load had begun meanwhile (in one CI run the
+    /// events enabled last missed 17% of the connections that the first ones counted).
     pub fn attach(pid: i32, out: &Path) -> Result<PerfCounter> {
         let events = perf_events();
+        let (ctl, ack) = (out.with_extension("ctl"), out.with_extension("ack"));
+        make_fifo(&ctl)?;
+        make_fifo(&ack)?;
         let mut cmd = Command::new(PERF);
-        cmd.args(["stat", "-x", ",", "-o"])
+        cmd.args(["stat", "-x", ",", "-D", "-1", "--control"])
+            .arg(format!("fifo:{},{}", ctl.display(), ack.display()))
+            .arg("-o")
             .arg(out)
             .args(events.iter().flat_map(|(_, a)| a.iter()))
             .args(["-p", &pid.to_string()]);
@@ -454,10 +507,13 @@ impl PerfCounter {
         let p = PerfCounter { perf, events };
         let want = tasks(pid).len() * p.events.len();
         let attached = wait_until(Duration::from_secs(10), || perf_fds(me) >= want);
-        if !attached {
+        let enabled = attached && enable(&ctl, &ack);
+        let _ = fs::remove_file(&ctl);
+        let _ = fs::remove_file(&ack);
+        if !enabled {
             let why = p.detach().err().map(|e| e.0).unwrap_or_default();
             return Err(Error(format!(
-                "perf stat -p {pid} did not open {want} counters within 10 s \
+                "perf stat -p {pid} did not open and enable {want} counters within 10 s \
                  (perf_event_paranoid, or no tracefs? --no-perf skips this pass) {why}"
             )));
         }

@@ -1,4 +1,5 @@
-//! What `/proc` says about a process: state, parent, CPU time, children, command line.
+//! What `/proc` says about a process: state, parent, CPU time, children, command line; and
+//! about the host's TCP sockets on a port.
 //!
 //! Every reading is a snapshot: a process may exit, and its pid be reused, between two calls.
 
@@ -110,6 +111,35 @@ pub fn processes_naming(text: &str) -> Vec<i32> {
         .collect()
 }
 
+/// TCP sockets (IPv4 and IPv6) whose local port is `port` and that the local side has not
+/// begun to close yet: ESTABLISHED, or CLOSE_WAIT (the peer closed, we have not). A server
+/// whose count reaches 0 has called `shutdown` or `close` on every connection it accepted.
+pub fn tcp_unclosed_on_port(port: u16) -> usize {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| fs::read_to_string(f).ok())
+        .map(|t| count_unclosed(&t, port))
+        .sum()
+}
+
+/// [`tcp_unclosed_on_port`] over the text of one `/proc/net/tcp*` table.
+fn count_unclosed(table: &str, port: u16) -> usize {
+    const ESTABLISHED: &str = "01";
+    const CLOSE_WAIT: &str = "08";
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            local_port == Some(port) && matches!(f.get(3), Some(&ESTABLISHED | &CLOSE_WAIT))
+        })
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +158,20 @@ mod tests {
             })
         );
         assert_eq!(parse_stat("1234 (x) S 1"), None);
+    }
+
+    #[test]
+    fn unclosed_tcp_sockets_by_local_port_and_state() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue\n\
+   0: 0100007F:4650 00000000:0000 0A 00000000:00000000\n\
+   1: 0100007F:4650 0100007F:C350 01 00000000:00000000\n\
+   2: 0100007F:4650 0100007F:C351 08 00000000:00000000\n\
+   3: 0100007F:4650 0100007F:C352 09 00000000:00000000\n\
+   4: 0100007F:C350 0100007F:4650 01 00000000:00000000\n";
+        // 0x4650 = 18000: one listening (0A), one established, one close-wait, one last-ack
+        // (09, already shut down); the last line is the client's end.
+        assert_eq!(count_unclosed(table, 18000), 2);
+        assert_eq!(count_unclosed(table, 18001), 0);
     }
 
     #[test]
