@@ -6,6 +6,7 @@
 
 use std::os::raw::c_int;
 use std::ptr::{self, addr_of, addr_of_mut};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ffi::pool::Pool;
 use crate::sys;
@@ -100,23 +101,28 @@ pub fn slots() -> c_int {
 
 /// The open connections `slot`'s child last published (`ConnsTotal`'s share).
 pub fn connections(slot: c_int) -> u32 {
-    let p = process_ptr(slot);
-    // SAFETY: p points into the live scoreboard; volatile read, as its child writes it.
-    unsafe { ptr::read_volatile(addr_of!((*p).connections)) }
+    // Relaxed: see set_connections.
+    with_connections(slot, |c| c.load(Ordering::Relaxed))
 }
 
 /// Publishes `slot`'s open connections alone (between full [`set_async_counts`]). Any
 /// thread of the child that owns `slot` may call it (a connection opened or closed).
 pub fn set_connections(slot: c_int, n: u32) {
+    // Relaxed: a balancing hint and a statistic, ordered with nothing else (the last store
+    // wins; a reader takes a count a moment old).
+    with_connections(slot, |c| c.store(n, Ordering::Relaxed));
+}
+
+/// Runs `f` on `slot`'s connection count: the one field of a process slot that several
+/// threads of its child write (each open and close, and the listener) while siblings read
+/// it, so every access goes through this atomic view.
+fn with_connections<R>(slot: c_int, f: impl FnOnce(&AtomicU32) -> R) -> R {
     let p = process_ptr(slot);
-    // SAFETY: p points into the live scoreboard, and `connections` is an aligned u32 that
-    // only threads of this slot's child write: an atomic store keeps their concurrent
-    // writes from being torn (the last one wins; a reader takes a count a moment old).
-    // Relaxed: a balancing hint, ordered with nothing else.
-    unsafe {
-        std::sync::atomic::AtomicU32::from_ptr(addr_of_mut!((*p).connections))
-            .store(n, std::sync::atomic::Ordering::Relaxed)
-    };
+    // SAFETY: p points into the live scoreboard for the duration of the call, and
+    // `connections` is an aligned u32 that this crate accesses only through this view
+    // (mod_status reads it as a plain int in the process serving the status page; an
+    // aligned 32-bit store is never seen torn).
+    f(unsafe { AtomicU32::from_ptr(addr_of_mut!((*p).connections)) })
 }
 
 /// Records a freshly forked child in `slot` (the parent, after fork).
@@ -172,10 +178,10 @@ pub struct AsyncCounts {
 /// Publishes `slot`'s asynchronous connection counts (its listener, about once a second).
 pub fn set_async_counts(slot: c_int, a: AsyncCounts) {
     let p = process_ptr(slot);
+    set_connections(slot, a.connections);
     // SAFETY: p points into the live scoreboard; a child's listener is the only writer of
     // these fields of its own slot.
     unsafe {
-        ptr::write_volatile(addr_of_mut!((*p).connections), a.connections);
         ptr::write_volatile(addr_of_mut!((*p).write_completion), a.write_completion);
         ptr::write_volatile(addr_of_mut!((*p).keep_alive), a.keep_alive);
         ptr::write_volatile(addr_of_mut!((*p).lingering_close), a.lingering_close);
