@@ -134,6 +134,13 @@ impl Parking {
         scoreboard::set_connections(self.slot, n);
     }
 
+    /// Stores the current count in the scoreboard again: opens and closes publish it
+    /// themselves, but two of them on different threads may store out of order, so the
+    /// listener puts the current value back now and then.
+    pub fn republish_open(&self) {
+        scoreboard::set_connections(self.slot, self.open());
+    }
+
     /// A connection was closed.
     pub fn closed(&self) {
         // Release: the listener that reads 0 (Acquire) to decide it may exit sees every

@@ -290,10 +290,8 @@ impl ParkingListener<'_> {
             return;
         }
         self.last_balance = Some(now);
+        self.parking.republish_open();
         let own = self.parking.open();
-        // Opens and closes publish the count themselves, but two of them on different
-        // threads may store out of order: this puts the current value back.
-        scoreboard::set_connections(self.rt.slot, own);
         let siblings = self.parking.siblings_open();
         let split = &self.parking.split;
         split.set_accept_cap(accept_cap(
