@@ -78,14 +78,17 @@ pub fn restore_now(path: &std::path::Path) {
     let mut g = lock();
     g.restore.retain(|(p, contents)| {
         if p == path {
-            if let Err(e) = std::fs::write(p, contents) {
-                eprintln!("rworker-ab: could not restore {}: {e}", p.display());
-            }
-            false
-        } else {
-            true
+            write_back(p, contents);
         }
+        p != path
     });
+}
+
+/// Writes a registered file's old contents back (an error is reported, not fatal).
+fn write_back(path: &std::path::Path, contents: &str) {
+    if let Err(e) = std::fs::write(path, contents) {
+        eprintln!("rworker-ab: could not restore {}: {e}", path.display());
+    }
 }
 
 /// Records the pid of the running load client (0: none).
@@ -153,9 +156,7 @@ pub fn install(stop: fn(&Httpd)) -> std::io::Result<()> {
                 let _ = std::fs::remove_dir_all(d);
             }
             for (p, contents) in &restore {
-                if std::fs::write(p, contents).is_err() {
-                    eprintln!("rworker-ab: could not restore {}", p.display());
-                }
+                write_back(p, contents);
             }
             eprintln!("rworker-ab: interrupted; no server left running");
             std::process::exit(128 + sig);
