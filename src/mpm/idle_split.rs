@@ -164,16 +164,48 @@ pub fn accept_cap(
     siblings: impl Iterator<Item = usize>,
     threads_per_child: usize,
 ) -> usize {
-    let (children, open, least) = siblings.fold((1, own, usize::MAX), |(n, sum, least), c| {
-        (n + 1, sum + c, least.min(c))
-    });
+    let all = ServerCounts::of(own, siblings);
     let hold_max = keep_alive_hold_max(threads_per_child);
-    if least >= own {
+    if all.least_sibling >= own {
         usize::MAX
-    } else if least < hold_max && room_to_hold(children, open, threads_per_child) {
+    } else if all.least_sibling < hold_max && all.room_to_hold(threads_per_child) {
         hold_max
     } else {
-        least + threads_per_child.max(1)
+        all.least_sibling + threads_per_child.max(1)
+    }
+}
+
+/// A child's count of open connections together with its siblings'.
+struct ServerCounts {
+    /// The child and its siblings.
+    children: usize,
+    /// Their open connections in all.
+    open: usize,
+    /// The least loaded sibling's (`usize::MAX` without siblings).
+    least_sibling: usize,
+}
+
+impl ServerCounts {
+    fn of(own: usize, siblings: impl Iterator<Item = usize>) -> ServerCounts {
+        siblings.fold(
+            ServerCounts {
+                children: 1,
+                open: own,
+                least_sibling: usize::MAX,
+            },
+            |all, c| ServerCounts {
+                children: all.children + 1,
+                open: all.open + c,
+                least_sibling: all.least_sibling.min(c),
+            },
+        )
+    }
+
+    /// Whether the server has a thread for every connection and a quarter of its threads
+    /// (at least one per child) to spare.
+    fn room_to_hold(&self, threads_per_child: usize) -> bool {
+        let spare = (threads_per_child / 4).max(1);
+        self.open + self.children * spare <= self.children * threads_per_child
     }
 }
 
@@ -233,16 +265,7 @@ pub fn hold_keep_alive<I: Iterator<Item = usize>>(h: Hold, siblings: impl FnOnce
     if h.listener_waits || h.in_accept == Some(0) || h.own > keep_alive_hold_max(tpc) {
         return false;
     }
-    let (children, open) = siblings().fold((1, h.own), |(n, sum), c| (n + 1, sum + c));
-    room_to_hold(children, open, tpc)
-}
-
-/// Whether `children` children of `threads_per_child` threads with `open` connections in
-/// all have a thread for every connection and a quarter of their threads (at least one
-/// each) to spare.
-fn room_to_hold(children: usize, open: usize, threads_per_child: usize) -> bool {
-    let spare = (threads_per_child / 4).max(1);
-    open + children * spare <= children * threads_per_child
+    ServerCounts::of(h.own, siblings()).room_to_hold(tpc)
 }
 
 #[cfg(test)]
