@@ -22,6 +22,7 @@ use crate::mpm::conn::Conn;
 use crate::mpm::handoff::{Job, Next};
 use crate::mpm::idle_split::{hold_keep_alive, Hold, Idle, Wait};
 use crate::mpm::inbox::{Park, ParkState, Parking};
+use crate::mpm::query;
 use crate::mpm::runtime::{ChildRuntime, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
 use crate::mpm::worker_accept::{Next as Accepted, WorkerAccept};
@@ -55,6 +56,9 @@ pub fn run(
         rt.generation,
     );
     signal::unblock_for_this_thread(WORKER_SIGNAL);
+    if rt.parking.is_none() {
+        query::runs_keep_alive_loop(rt.slot, tn);
+    }
     let w = Worker {
         rt,
         t,
@@ -298,14 +302,14 @@ impl Worker {
                     if c.input_pending() {
                         continue; // a pipelined request: serve it now
                     }
-                    if rt.shutdown.is_stopping() {
-                        return self.linger(c, parking);
-                    }
+                    // The response promised keep-alive, so the connection waits for its
+                    // next request even if a graceful stop began meanwhile: the client
+                    // may be sending it already. That request's response says
+                    // `Connection: close` (the core asks the MPM's state), and the
+                    // parking listener of a stopping child gives a quiet connection a
+                    // short while only (`parking::STOP_KEEP_ALIVE`).
                     c.set_status(status::BUSY_KEEPALIVE);
                     if self.may_hold(parking) && c.wait_ready(true, HOLD_ON_WORKER) {
-                        // The next request came while this worker waited: served even if
-                        // a graceful stop began meanwhile (it arrived before the close),
-                        // then the check above ends the connection.
                         continue;
                     }
                     return self.park(c, ParkState::KeepAlive, parking);

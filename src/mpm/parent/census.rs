@@ -2,6 +2,12 @@
 //! how many threads of the current generation are idle, how many are busy, which child
 //! slots are free to fork into, and how far up the scoreboard children still live.
 //! [`count`] is pure over a reader of slots, so it is unit-tested without httpd.
+//!
+//! MaxRequestWorkers bounds the current generation only: its live, non-quiescing
+//! children may number MaxRequestWorkers / ThreadsPerChild (the bucket's share), and they
+//! may live in any slot below ServerLimit. So after a graceful restart, while children of
+//! the old generation still finish their requests in the low slots, the new generation
+//! grows into the slots above them instead of waiting for the old one to leave.
 
 use std::os::raw::c_int;
 
@@ -13,12 +19,14 @@ use crate::sys;
 pub struct Census {
     /// Threads ready for a connection in live, non-quiescing children of this generation.
     pub idle_threads: c_int,
-    /// Threads that are READY or busy (not starting, not dying) in live children.
+    /// Threads that are READY or busy (not starting, not dying) in live children of the
+    /// current generation: what MaxRequestWorkers bounds.
     pub active_threads: c_int,
     /// Highest slot with no thread winding down (-1: none).
     pub last_non_dead: c_int,
     /// Slots to fork into (free or held by a quiescing child, with a dead thread), fully
-    /// dead ones first, at most the spawn rate.
+    /// dead ones first, at most the spawn rate and at most what the current generation
+    /// may still grow by.
     pub free_slots: Vec<c_int>,
 }
 
@@ -37,10 +45,12 @@ pub struct Scope {
     pub bucket: c_int,
     /// Number of listener buckets.
     pub num_buckets: c_int,
-    /// Process slots in use (MaxRequestWorkers / ThreadsPerChild).
+    /// Children the current generation may have (MaxRequestWorkers / ThreadsPerChild).
     pub daemons_limit: c_int,
     /// Highest slot ever used + 1: beyond it, stop once enough free slots were found.
     pub max_daemons_limit: c_int,
+    /// Slots in the scoreboard (ServerLimit).
+    pub server_limit: c_int,
     /// Free slots wanted at most (the bucket's spawn rate).
     pub spawn_rate: c_int,
     /// The generation the parent runs now.
@@ -57,7 +67,17 @@ pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
     };
     let mut totally_free = 0usize;
     let nb = scope.num_buckets.max(1);
-    for i in (0..scope.daemons_limit).filter(|i| i % nb == scope.bucket) {
+    let ours = move |i: &c_int| i % nb == scope.bucket;
+    // The bucket's share of the current generation's children, and those alive.
+    let share = (0..scope.daemons_limit).filter(ours).count();
+    let mut live = 0usize;
+    // Every slot a child may hold; beyond the slots ever used, only until enough free
+    // ones were found.
+    let used = scope
+        .daemons_limit
+        .max(scope.max_daemons_limit)
+        .min(scope.server_limit);
+    for i in (0..used).filter(ours) {
         let enough = c.free_slots.len() as c_int >= scope.spawn_rate;
         if i >= scope.max_daemons_limit && enough {
             break;
@@ -73,10 +93,15 @@ pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
                 if st <= status::READY && !ps.quiescing && ps.generation == scope.generation {
                     c.idle_threads += 1;
                 }
-                if (status::READY..status::GRACEFUL).contains(&st) {
+                if (status::READY..status::GRACEFUL).contains(&st)
+                    && ps.generation == scope.generation
+                {
                     c.active_threads += 1;
                 }
             }
+        }
+        if ps.pid != 0 && !ps.quiescing && ps.generation == scope.generation {
+            live += 1;
         }
         if any_dead && !enough && (ps.pid == 0 || ps.quiescing) {
             if all_dead {
@@ -90,6 +115,21 @@ pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
             c.last_non_dead = i;
         }
     }
+    let room = share
+        .saturating_sub(live)
+        .min(scope.spawn_rate.max(0) as usize);
+    // Where old children hold the slots the generation would use, grow above them, into
+    // slots no child ever had, before taking over a quiescing child's slot.
+    for i in (used..scope.server_limit).filter(ours) {
+        if totally_free >= room {
+            break;
+        }
+        if read(i).process.pid == 0 {
+            c.free_slots.insert(totally_free, i);
+            totally_free += 1;
+        }
+    }
+    c.free_slots.truncate(room);
     c
 }
 
@@ -115,6 +155,7 @@ mod tests {
             num_buckets,
             daemons_limit: 6,
             max_daemons_limit: 6,
+            server_limit: 6,
             spawn_rate: 32,
             generation: GEN,
         }
@@ -147,12 +188,12 @@ mod tests {
     fn idle_and_busy_threads_of_this_generation() {
         let c = count(&scope(0, 1), |i| match i {
             0 => slot(100, false, GEN, &[R, R, BUSY]),
-            1 => slot(101, false, GEN - 1, &[R, BUSY, BUSY]), // old generation: not idle
+            1 => slot(101, false, GEN - 1, &[R, BUSY, BUSY]), // old generation: not counted
             2 => slot(102, true, GEN, &[R, S, S]),            // quiescing: not idle
             _ => slot(0, false, 0, &[D, D, D]),
         });
         assert_eq!(c.idle_threads, 2);
-        assert_eq!(c.active_threads, 3 + 3 + 1);
+        assert_eq!(c.active_threads, 3 + 1);
         assert_eq!(c.free_slots, vec![3, 4, 5]);
         assert_eq!(c.last_non_dead, 5);
     }
@@ -187,6 +228,52 @@ mod tests {
             read,
             vec![0, 1],
             "slot 2 is beyond max_daemons_limit with 2 found"
+        );
+    }
+
+    #[test]
+    fn the_new_generation_grows_above_the_old_one() {
+        // After a graceful restart: slots 0-2 still hold the old generation, slot 3 a new
+        // child. Five more may start (6 children a generation): into the free slots, then
+        // above the old ones rather than into their slots.
+        let s = Scope {
+            server_limit: 16,
+            ..scope(0, 1)
+        };
+        let c = count(&s, |i| match i {
+            0..=2 => slot(400 + i, true, GEN - 1, &[BUSY, G, D]),
+            3 => slot(410, false, GEN, &[R, R, R]),
+            _ => slot(0, false, 0, &[D, D, D]),
+        });
+        assert_eq!(c.free_slots, vec![4, 5, 6, 7, 8]);
+        // Without room above (ServerLimit = the generation's children), the old
+        // children's slots are taken as the stock worker takes them, once a thread died.
+        let c = count(&scope(0, 1), |i| match i {
+            0..=2 => slot(400 + i, true, GEN - 1, &[BUSY, G, D]),
+            _ => slot(410 + i, false, GEN, &[R, R, R]),
+        });
+        assert_eq!(c.free_slots, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_full_generation_gets_no_slot_however_many_are_free() {
+        let s = Scope {
+            server_limit: 16,
+            ..scope(0, 1)
+        };
+        let mut read = vec![];
+        let c = count(&s, |i| {
+            read.push(i);
+            match i {
+                0..=5 => slot(500 + i, false, GEN, &[R, BUSY]),
+                _ => slot(0, false, 0, &[D, D]),
+            }
+        });
+        assert!(c.free_slots.is_empty());
+        assert_eq!(
+            read,
+            (0..6).collect::<Vec<_>>(),
+            "nothing read above a full generation"
         );
     }
 

@@ -32,8 +32,9 @@ struct Parent {
     r: Retained,
     pconf: ConfigPool,
     s: ServerRec,
-    /// Children still to fork at start-up (1-for-1 replacements are made while > 0).
-    remaining: c_int,
+    /// After a graceful restart: the children the new generation takes over with (the
+    /// old generation's, at least StartServers), until it has them; 0 otherwise.
+    takeover: c_int,
     /// A child reported APEXIT_CHILDFATAL: the server is going down.
     child_fatal: bool,
 }
@@ -84,12 +85,17 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
         r,
         pconf,
         s,
-        remaining: 0,
+        takeover: 0,
         child_fatal: false,
     };
     let to_start = st.daemons_to_start.min(st.daemons_limit);
     if was_graceful {
-        parent.remaining = to_start;
+        // The old generation has stopped accepting: start its successors now, at its
+        // size, in the free slots; each slot an old child frees takes the next one
+        // (child_exited), so the port is never left without accepting children.
+        let old = parent.children_of(r.my_generation() - 1);
+        parent.takeover = to_start.max(old).min(st.daemons_limit);
+        parent.start_owed_children();
     } else {
         parent.startup_children(to_start);
     }
@@ -205,11 +211,8 @@ impl Parent {
                 self.child_exited(exited);
                 continue;
             }
-            if self.remaining > 0 {
-                let n = self.remaining;
-                self.startup_children(n);
-                self.remaining = 0;
-                continue;
+            if self.takeover > 0 {
+                self.start_owed_children();
             }
             r.set_signal_deaths_in_a_row(0);
             let nb = mpm_listen::buckets().num_buckets() as c_int;
@@ -231,6 +234,7 @@ impl Parent {
             num_buckets: nb,
             daemons_limit: st.daemons_limit,
             max_daemons_limit: r.max_daemons_limit(),
+            server_limit: scoreboard::slots(),
             spawn_rate: r.spawn_rate(bucket as usize),
             generation: r.my_generation(),
         };

@@ -1,6 +1,7 @@
 //! Forking children into scoreboard slots, and what the parent does when one exits:
-//! free its slot, note sickness or fatality, and replace it at once where the stock
-//! worker does (a child killed by a signal; a start-up child not yet replaced).
+//! free its slot, note sickness or fatality, and replace it at once where a child is
+//! owed (one killed by a signal; after a graceful restart, the new generation's
+//! children that found no free slot yet).
 
 use std::os::raw::c_int;
 use std::time::Duration;
@@ -19,21 +20,52 @@ use crate::sys;
 const MAX_SIGNAL_RESPAWNS: c_int = 3;
 
 impl Parent {
-    /// Forks up to `number` children into free slots (start-up, and 1-for-1
-    /// replacements while children are still owed).
-    pub(super) fn startup_children(&mut self, number: c_int) {
-        let mut left = number;
-        let limit = settings::get().daemons_limit;
+    /// Forks up to `number` children into free slots, lowest first, anywhere in the
+    /// scoreboard (start-up; after a graceful restart, above the old generation's
+    /// children). Returns how many were forked.
+    pub(super) fn startup_children(&mut self, number: c_int) -> c_int {
+        let mut forked = 0;
         let nb = listen::buckets().num_buckets() as c_int;
-        let mut i = 0;
-        while left > 0 && i < limit {
+        for i in 0..scoreboard::slots() {
+            if forked >= number {
+                break;
+            }
             if scoreboard::process(i).pid == 0 {
                 if self.make_child(i, i % nb).is_none() {
                     break;
                 }
-                left -= 1;
+                forked += 1;
             }
-            i += 1;
+        }
+        forked
+    }
+
+    /// Live children of `generation` that still accept (not quiescing).
+    pub(super) fn children_of(&self, generation: sys::ap_generation_t) -> c_int {
+        (0..self.r.max_daemons_limit().max(0))
+            .map(scoreboard::process)
+            .filter(|p| p.pid != 0 && !p.quiescing && p.generation == generation)
+            .count() as c_int
+    }
+
+    /// Children the takeover after a graceful restart still owes (0 once it is done).
+    fn owed_children(&mut self) -> c_int {
+        if self.takeover > 0 {
+            let owed = self.takeover - self.children_of(self.r.my_generation());
+            if owed <= 0 {
+                // Done: from now on idle maintenance sizes the generation.
+                self.takeover = 0;
+            }
+            return owed.max(0);
+        }
+        0
+    }
+
+    /// Forks the children the takeover still owes into the free slots there are.
+    pub(super) fn start_owed_children(&mut self) {
+        let owed = self.owed_children();
+        if owed > 0 {
+            self.startup_children(owed);
         }
     }
 
@@ -96,6 +128,7 @@ impl Parent {
 
         if let Some(slot) = slot {
             let st = settings::get();
+            let current = scoreboard::process(slot).generation == r.my_generation();
             for t in 0..st.thread_limit {
                 scoreboard::set_thread_status(slot, t, status::DEAD);
             }
@@ -105,7 +138,7 @@ impl Parent {
             if processed == sys::APEXIT_CHILDSICK as c_int {
                 r.set_spawn_rate((bucket.max(0) % nb) as usize, 1);
             } else if e.by_signal()
-                && slot < st.daemons_limit
+                && current
                 && r.signal_deaths_in_a_row() < MAX_SIGNAL_RESPAWNS
                 && processed == 0
             {
@@ -113,9 +146,9 @@ impl Parent {
                 // next maintenance cycle, but not in a loop.
                 r.set_signal_deaths_in_a_row(r.signal_deaths_in_a_row() + 1);
                 self.make_child(slot, slot % nb);
-            } else if self.remaining > 0 && slot < st.daemons_limit {
+            } else if self.owed_children() > 0 {
+                // An old child left after a graceful restart: its slot takes a new one now.
                 self.make_child(slot, slot % nb);
-                self.remaining -= 1;
             }
             return;
         }

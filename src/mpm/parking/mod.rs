@@ -13,9 +13,12 @@
 //! Nothing is closed before its timeout for lack of a worker: a ready connection waits in
 //! the FIFO until a worker frees up.
 //!
-//! On a graceful stop the listener closes its listening sockets, sends parked keep-alive
-//! connections to workers for a (short) lingering close, lets requests in flight finish
-//! and lingering closes end, and leaves when the child has no connection left.
+//! On a graceful stop the listener closes its listening sockets and gives each parked
+//! keep-alive connection `STOP_KEEP_ALIVE` more to send its next request (the last
+//! response promised keep-alive, and a busy client may be sending already): a request
+//! that comes is served, with `Connection: close` since the MPM is stopping; a
+//! connection still quiet then gets a short lingering close. It lets requests in flight
+//! finish and lingering closes end, and leaves when the child has no connection left.
 
 mod ready;
 mod table;
@@ -51,6 +54,13 @@ const FIXED_KEYS: u64 = u64::MAX - 1024;
 const SHORT_LINGER: Duration = Duration::from_secs(2);
 /// Lingering close at most (`MAX_SECS_TO_LINGER`).
 const LINGER: Duration = Duration::from_secs(30);
+/// A stopping child's keep-alive connections wait at most this long for their next
+/// request (less if their KeepAliveTimeout ends sooner). A client in the middle of its
+/// requests sends the next one within milliseconds of a response; one quiet for a second
+/// is idle, and is closed as KeepAliveTimeout would close it. Closing at once instead
+/// cut the request a busy client was sending: 82-97 wrk read errors per graceful restart
+/// under `wrk -c100` keep-alive (bench/graceful/run.sh, 2026-12-02).
+const STOP_KEEP_ALIVE: Duration = Duration::from_secs(1);
 /// Longest sleep while work waits for an idle worker (a missed wake costs at most this).
 const IDLER_POLL: Duration = Duration::from_millis(100);
 /// With workers that accept: how soon the listener interrupts another worker in accept
@@ -347,8 +357,8 @@ impl ParkingListener<'_> {
         self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
     }
 
-    /// Stop under way: stop listening, and send parked keep-alive connections to workers
-    /// for a short lingering close.
+    /// Stop under way: stop listening, and give parked keep-alive connections at most
+    /// `STOP_KEEP_ALIVE` for their next request.
     fn begin_stop(&mut self) {
         self.listeners_closed = true;
         self.accepting = false;
@@ -358,39 +368,29 @@ impl ParkingListener<'_> {
         scoreboard::set_quiescing(self.rt.slot);
         let now = Instant::now();
         for key in self.table.keys() {
-            let state = self.table.get_mut(key).map(|e| e.state);
-            if let Some(ParkState::Linger { .. }) = state {
+            let Some(e) = self.table.get_mut(key) else {
+                continue;
+            };
+            let left = match e.state {
                 // A stopping child lingers 2 s at most (event's clamp), so that a client
                 // that never closes cannot hold it.
-                if let Some(e) = self.table.get_mut(key) {
-                    e.deadline = e.deadline.min(now + SHORT_LINGER);
-                    let left = e.deadline.saturating_duration_since(now);
-                    self.timeouts.add(key.index(), key, left, now);
-                }
-                continue;
-            }
-            if let Some(ParkState::KeepAlive) = state {
-                // Still registered (and maybe armed): a later event for this key is stale,
-                // and a re-park modifies the registration.
-                self.timeouts.remove(key.index());
-                if let Some(e) = self.table.remove(key) {
-                    let mut conn = e.conn;
-                    conn.set_short_linger();
-                    self.ready.push_back(Job::Close(conn));
-                }
+                ParkState::Linger { .. } => SHORT_LINGER,
+                ParkState::KeepAlive => STOP_KEEP_ALIVE,
+                ParkState::WaitIo { .. } => continue,
+            };
+            if e.deadline > now + left {
+                // One list for all of them: the same timeout from the same instant.
+                e.deadline = now + left;
+                self.timeouts.add(key.index(), key, left, now);
             }
         }
     }
 
     /// A connection a worker parked.
     fn take_in(&mut self, p: Park, stopping: bool, now: Instant) {
-        let Park { mut conn, state } = p;
-        if stopping && state == ParkState::KeepAlive {
-            conn.set_short_linger();
-            self.ready.push_back(Job::Close(conn));
-            return;
-        }
+        let Park { conn, state } = p;
         let wait = match state {
+            ParkState::KeepAlive if stopping => conn.keep_alive_timeout().min(STOP_KEEP_ALIVE),
             ParkState::KeepAlive => conn.keep_alive_timeout(),
             ParkState::WaitIo { .. } => conn.timeout(),
             ParkState::Linger { short } if short || stopping => SHORT_LINGER,

@@ -1,0 +1,184 @@
+//! Graceful restarts at peak (issue 22): the new generation takes over at once, beside
+//! old children that still finish their requests, and no client sees a connection cut.
+//! scripts/test.sh runs these in every connection and accept mode.
+//!
+//! Nothing here is timed: a fresh request must be answered while the old children are
+//! provably still busy (the test holds their downloads), and wrk must count no socket
+//! error at all. The latency figures are bench/graceful/run.sh's.
+
+mod common;
+
+use common::*;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+/// Waits until `pids` are all gone and the parent has no unreaped children.
+fn assert_gone_and_reaped(s: &Server, pids: &[i32], what: &str) {
+    let gone = wait_until(Duration::from_secs(30), || {
+        pids.iter().all(|&p| !pid_alive(p))
+    });
+    let alive: Vec<_> = pids.iter().copied().filter(|&p| pid_alive(p)).collect();
+    assert!(
+        gone,
+        "{what}: old children {alive:?} still alive 30 s later"
+    );
+    let reaped = wait_until(Duration::from_secs(10), || s.zombie_children().is_empty());
+    assert!(reaped, "{what}: zombie children {:?}", s.zombie_children());
+}
+
+/// A download of `/64m.bin` by a client that reads nothing after the response head, so
+/// the worker serving it stays busy until the test reads.
+fn held_download(s: &Server) -> RawConn {
+    let mut c = RawConn::connect_with_rcvbuf(&s.addr(), 64 * 1024);
+    c.send(b"GET /64m.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let (status, _) = c.read_head();
+    assert_eq!(status, 200);
+    c
+}
+
+/// Reads a held download to its end; the bytes of the body that arrived.
+fn finish(mut c: RawConn) -> u64 {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0u64;
+    loop {
+        match c.read_some(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got += n as u64,
+            Err(e) => panic!("download cut after {got} bytes: {e}"),
+        }
+    }
+}
+
+/// The lines that would tell an admin the restart ran out of room.
+fn assert_no_scoreboard_trouble(s: &Server) {
+    let log = s.error_log();
+    for id in ["AH00288", "AH03490", "scoreboard is full"] {
+        assert!(!log.contains(id), "{id} in the error log:\n{log}");
+    }
+}
+
+/// Every thread of both children of the old generation is held by a download when the
+/// restart comes (ThreadsPerChild 2, MaxRequestWorkers 4: two children, four
+/// downloads). ServerLimit 16 leaves room, so the new generation starts in the slots
+/// above them and serves a fresh request while the downloads still run. The stock worker
+/// only forks into the slots below MaxRequestWorkers / ThreadsPerChild, which the old
+/// children hold: its fresh request waits in the backlog until a download ends.
+#[test]
+fn the_new_generation_serves_while_old_children_finish_downloads() {
+    if skip_unless_rworker("the_new_generation_serves_while_old_children_finish_downloads") {
+        return;
+    }
+    let opts = ServerOpts::default()
+        .start_servers(2)
+        .threads_per_child(2)
+        .max_request_workers(4)
+        .spare_threads(1, 1000)
+        .server_limit(16);
+    let s = Server::start(opts);
+    let old = s.children();
+    assert_eq!(old.len(), 2, "children at start: {old:?}");
+    let downloads: Vec<RawConn> = (0..4).map(|_| held_download(&s)).collect();
+
+    s.graceful();
+    let (tx, rx) = mpsc::channel();
+    let url = s.url("/index.html");
+    thread::spawn(move || {
+        let _ = tx.send(http_get(&url));
+    });
+    // Generous: on a loaded machine the restart itself (a configuration pass, forks)
+    // can take seconds; without the takeover the request waits for a download that
+    // only the test can end.
+    let answer = rx.recv_timeout(Duration::from_secs(30));
+    assert!(
+        matches!(answer, Ok(Ok((200, _)))),
+        "a fresh request after the graceful restart got {answer:?} while the old children were busy\n{}",
+        describe_processes(&s.processes())
+    );
+    let still: Vec<_> = old.iter().copied().filter(|&p| pid_alive(p)).collect();
+    assert_eq!(
+        still, old,
+        "the old children should still be finishing their downloads"
+    );
+
+    for d in downloads {
+        assert_eq!(finish(d), SIXTY_FOUR_MB, "a download spanning the restart");
+    }
+    assert_gone_and_reaped(&s, &old, "old generation after its downloads");
+    let st = s.server_status_auto();
+    assert_eq!(st.get("ServerMPM"), Mpm::under_test().name());
+    assert_no_scoreboard_trouble(&s);
+    // The four downloads do hold every thread: MaxRequestWorkers is reached, and said.
+    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
+}
+
+/// Restarts `times` times, one second apart, while wrk runs with `wrk_args`; wrk must
+/// count no socket error (it does not retry: a keep-alive connection closed under a
+/// request it sent is a read error) and every response must be a 2xx.
+fn restarts_under_wrk(wrk_args: &[&str], times: u32) {
+    let s = Server::start(ServerOpts::default());
+    let url = s.url("/index.html");
+    let duration = format!("{}s", times + 3);
+    let args: Vec<String> = ["-t2", "-c50", "-d", &duration, "--timeout", "20s"]
+        .iter()
+        .chain(wrk_args)
+        .map(|a| a.to_string())
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    let wrk = thread::spawn(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run_wrk(&args, &url);
+        let _ = tx.send(());
+        r
+    });
+    let mut sent = 0;
+    thread::sleep(Duration::from_secs(1));
+    while sent < times && rx.try_recv().is_err() {
+        s.graceful();
+        sent += 1;
+        thread::sleep(Duration::from_secs(1));
+    }
+    let r = wrk.join().expect("wrk thread");
+    assert_eq!(
+        sent, times,
+        "wrk ended before every restart was sent\n{}",
+        r.output
+    );
+    assert!(r.requests > 0, "{}", r.output);
+    assert_eq!(
+        r.socket_errors, [0; 4],
+        "socket errors (connect, read, write, timeout)\n{}",
+        r.output
+    );
+    assert_eq!(r.non_2xx, 0, "{}", r.output);
+
+    // The old generations leave once their last connection is done: only children of
+    // the running generation remain, none of them quiescing ('G' in the scoreboard).
+    let settled = wait_until(Duration::from_secs(30), || {
+        s.try_server_status_auto()
+            .is_ok_and(|st| !st.scoreboard().contains('G') && s.zombie_children().is_empty())
+            && s.children().len() <= 6
+    });
+    assert!(
+        settled,
+        "old generations still around 30 s after the load:\n{}\n{}",
+        s.server_status_auto().scoreboard(),
+        describe_processes(&s.processes())
+    );
+    assert_no_scoreboard_trouble(&s);
+    s.assert_no_warnings_in_error_log();
+}
+
+/// Ten graceful restarts one second apart under keep-alive load: a connection whose
+/// last response promised keep-alive gets its next request served (with
+/// `Connection: close`) by the old child instead of being closed under the client.
+#[test]
+fn ten_graceful_restarts_under_keep_alive_load_cut_no_request() {
+    restarts_under_wrk(&[], 10);
+}
+
+/// The same with `Connection: close`: new connections always find an accepting child.
+#[test]
+fn graceful_restarts_under_connection_close_load_cut_no_request() {
+    restarts_under_wrk(&["-H", "Connection: close"], 3);
+}
