@@ -116,7 +116,14 @@ fn the_new_generation_serves_while_old_children_finish_downloads() {
 /// count no socket error (it does not retry: a keep-alive connection closed under a
 /// request it sent is a read error) and every response must be a 2xx.
 fn restarts_under_wrk(wrk_args: &[&str], times: u32) {
-    let s = Server::start(ServerOpts::default());
+    drop(restarts_under_wrk_on(
+        Server::start(ServerOpts::default()),
+        wrk_args,
+        times,
+    ));
+}
+
+fn restarts_under_wrk_on(s: Server, wrk_args: &[&str], times: u32) -> Server {
     let url = s.url("/index.html");
     let duration = format!("{}s", times + 3);
     let args: Vec<String> = ["-t2", "-c50", "-d", &duration, "--timeout", "20s"]
@@ -167,6 +174,7 @@ fn restarts_under_wrk(wrk_args: &[&str], times: u32) {
     );
     assert_no_scoreboard_trouble(&s);
     s.assert_no_warnings_in_error_log();
+    s
 }
 
 /// Ten graceful restarts one second apart under keep-alive load: a connection whose
@@ -181,4 +189,40 @@ fn ten_graceful_restarts_under_keep_alive_load_cut_no_request() {
 #[test]
 fn graceful_restarts_under_connection_close_load_cut_no_request() {
     restarts_under_wrk(&["-H", "Connection: close"], 3);
+}
+
+/// With `RWorkerKeepAlive park`: 1,000 idle keep-alive connections parked and a 64 MB
+/// download to a slow reader, both spanning ten restarts under keep-alive load. The
+/// download completes; wrk counts no error; the old generations leave (their idle
+/// connections get a second for a next request, then a lingering close).
+#[test]
+fn restarts_with_parked_idle_connections_and_a_slow_download() {
+    if skip_unless_rworker("restarts_with_parked_idle_connections_and_a_slow_download") {
+        return;
+    }
+    raise_fd_limit();
+    let s = Server::start(ServerOpts::default().line("RWorkerKeepAlive park"));
+    let idle = idle_keep_alive_connections(&s, 1000);
+    let mut download = RawConn::connect_with_rcvbuf(&s.addr(), 64 * 1024);
+    download.send(b"GET /64m.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let (status, _) = download.read_head();
+    assert_eq!(status, 200);
+    // A slow reader: with a 64 KiB receive buffer each read returns at most about that
+    // much, so the body takes over 1,000 reads, 12 ms apart: longer than the restarts.
+    let reader = thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut got = 0u64;
+        loop {
+            match download.read_some(&mut buf) {
+                Ok(0) => return got,
+                Ok(n) => got += n as u64,
+                Err(e) => panic!("slow download cut after {got} bytes: {e}"),
+            }
+            thread::sleep(Duration::from_millis(12));
+        }
+    });
+    let s = restarts_under_wrk_on(s, &[], 10);
+    let got = reader.join().expect("reader");
+    assert_eq!(got, SIXTY_FOUR_MB, "slow download\n{}", s.error_log());
+    drop(idle);
 }

@@ -1279,3 +1279,36 @@ impl RawConn {
         c
     }
 }
+
+/// Lets this process open thousands of sockets.
+pub fn raise_fd_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+        r.rlim_cur = r.rlim_max.min(65536);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+    }
+}
+
+/// Opens `n` connections that each made one request (`/index.html`) and now idle in
+/// keep-alive.
+pub fn idle_keep_alive_connections(s: &Server, n: usize) -> Vec<RawConn> {
+    let req = RawConn::get_request("/index.html");
+    // Each client sends its first request as soon as it is connected, as real ones do.
+    let mut conns: Vec<RawConn> = (0..n)
+        .map(|_| {
+            let mut c = RawConn::connect(&s.addr());
+            c.send(req.as_bytes());
+            c
+        })
+        .collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        let r = c.read_response();
+        assert_eq!(r.status, 200, "first response on idle connection {i}");
+    }
+    conns
+}
