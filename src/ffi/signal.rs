@@ -14,12 +14,20 @@ use crate::sys;
 /// Set by the SIGTERM handler that [`latch_sigterm`] installs.
 static SIGTERM_SEEN: AtomicBool = AtomicBool::new(false);
 
+/// Set by the SIGCHLD handler that [`note_child_exits`] installs.
+static CHILD_EXITED: AtomicBool = AtomicBool::new(false);
+
 extern "C" fn do_nothing(_sig: c_int) {}
 
 extern "C" fn note_sigterm(_sig: c_int) {
     // Relaxed: the flag carries no data; the thread that tests it re-reads everything it
     // acts on through its own synchronisation.
     SIGTERM_SEEN.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn note_sigchld(_sig: c_int) {
+    // Relaxed: as note_sigterm.
+    CHILD_EXITED.store(true, Ordering::Relaxed);
 }
 
 extern "C" fn exit_now(_sig: c_int) {
@@ -62,6 +70,27 @@ pub fn latch_sigterm() {
 pub fn take_sigterm() -> bool {
     // Relaxed: see note_sigterm.
     SIGTERM_SEEN.swap(false, Ordering::Relaxed)
+}
+
+/// The parent: SIGCHLD sets a latch that [`take_child_exit`] reads and clears, and cuts
+/// short the second the core's `ap_wait_or_timeout` sleeps (the zombie stays for it to
+/// reap, unlike with SIG_IGN).
+pub fn note_child_exits() {
+    install(libc::SIGCHLD, note_sigchld);
+}
+
+/// Whether SIGCHLD arrived since the last call (clears the latch).
+pub fn take_child_exit() -> bool {
+    // Relaxed: see note_sigterm.
+    CHILD_EXITED.swap(false, Ordering::Relaxed)
+}
+
+/// Puts `sig`'s default action back (a forked child drops the parent's handlers).
+pub fn default_action(sig: c_int) {
+    // SAFETY: SIG_DFL is a valid disposition for any catchable signal.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+    }
 }
 
 /// Unblocks `sig` for the calling thread only.

@@ -72,6 +72,7 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     r.set_mpm_state(sys::AP_MPMQ_STARTING as c_int);
     if !st.one_process {
         signal::exit_on(libc::SIGTERM);
+        signal::default_action(libc::SIGCHLD);
     }
     let mut main = MainThread {
         pchild: None,

@@ -12,7 +12,7 @@ mod maintenance;
 mod spawn;
 
 use std::os::raw::c_int;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::ffi::httpd::{self, ServerRec, SingleThreaded};
 use crate::ffi::listen::{self, PodMessage};
@@ -20,11 +20,15 @@ use crate::ffi::log::level;
 use crate::ffi::pool::ConfigPool;
 use crate::ffi::process;
 use crate::ffi::retained::Retained;
-use crate::ffi::{scoreboard, thread};
+use crate::ffi::{scoreboard, signal, thread};
 use crate::mpm::parent::census::Scope;
 use crate::mpm::parent::maintenance::{Action, Limits, Line, Memory};
 use crate::mpm::{child, listen as mpm_listen, settings, status};
 use crate::sys;
+
+/// Idle maintenance runs once a second (worker.c's cadence: its spawn rate doubles and
+/// it sheds one child per cycle).
+const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
 
 /// The parent's state for one generation.
 struct Parent {
@@ -206,11 +210,22 @@ impl Parent {
 
     fn main_loop(&mut self) {
         let r = self.r;
+        // A child's exit ends the wait at once (SIGCHLD), so its slot is free for a
+        // replacement within milliseconds: after a graceful restart without room in the
+        // scoreboard, each old child that leaves makes way for a new one.
+        signal::note_child_exits();
+        let mut last_maintenance = Instant::now();
         while r.shutdown_pending() == 0 && r.restart_pending() == 0 {
             if let Some(exited) = process::wait_or_timeout(self.token, self.pconf, self.s) {
                 self.child_exited(exited);
                 continue;
             }
+            if signal::take_child_exit() && last_maintenance.elapsed() < MAINTENANCE_EVERY {
+                // The wait was cut short by an exit: reap it now; maintenance stays
+                // once a second.
+                continue;
+            }
+            last_maintenance = Instant::now();
             if self.takeover > 0 {
                 self.start_owed_children();
             }
@@ -222,6 +237,7 @@ impl Parent {
                 }
             }
         }
+        signal::default_action(libc::SIGCHLD);
     }
 
     /// One maintenance cycle for `bucket`: census, decision, action. Returns false when
