@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 const PKG: &str = "libapache2-mpm-rworker";
 const STOCK_MPMS: [&str; 3] = ["mpm_event", "mpm_worker", "mpm_prefork"];
-/// The only lintian warning left, explained in README.md ("Debian package").
+/// The only lintian warning left, explained in docs/debian.md ("lintian").
 const EXPLAINED_WARNINGS: [&str; 1] = ["initial-upload-closes-no-bugs"];
 
 fn repo() -> &'static Path {
@@ -248,7 +248,7 @@ fn package_contents_control_fields_and_lintian() {
         "the packaged module is not stripped"
     );
 
-    // lintian: no errors; warnings only those README.md explains.
+    // lintian: no errors; warnings only those docs/debian.md explains.
     let out = output("lintian", &["--fail-on", "error", deb], &[]);
     let report = text(&out);
     assert!(out.status.success(), "lintian failed:\n{report}");
@@ -259,7 +259,7 @@ fn package_contents_control_fields_and_lintian() {
                 EXPLAINED_WARNINGS
                     .iter()
                     .any(|w| line.contains(&format!(": {w}"))),
-                "lintian warning not explained in README.md: {line}"
+                "lintian warning not explained in docs/debian.md: {line}"
             );
         }
     }
