@@ -341,17 +341,27 @@ impl AsyncConn {
     }
 
     /// Blocks until the socket is readable (`read`) or writable, up to `timeout`; false
-    /// on timeout or error.
+    /// on timeout or error. A signal does not end the wait: the listener's nudge or a
+    /// stop's re-signal can land on a worker that has just left accept for this wait, and
+    /// ending it there aborted the response being written. An immediate stop still ends
+    /// it at once, by shutting the socket down under it.
     pub fn wait_ready(&self, read: bool, timeout: Duration) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.fd(),
-            events: if read { libc::POLLIN } else { libc::POLLOUT },
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut p, 1, ms) };
-        n > 0 && p.revents & (libc::POLLERR | libc::POLLNVAL) == 0
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let mut p = libc::pollfd {
+                fd: self.fd(),
+                events: if read { libc::POLLIN } else { libc::POLLOUT },
+                revents: 0,
+            };
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let ms = left.as_millis().min(i32::MAX as u128) as c_int;
+            // SAFETY: one valid pollfd.
+            let n = unsafe { libc::poll(&mut p, 1, ms) };
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return n > 0 && p.revents & (libc::POLLERR | libc::POLLNVAL) == 0;
+        }
     }
 }
 
