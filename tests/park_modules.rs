@@ -221,3 +221,39 @@ fn tls_h2_h2c_and_reqtimeout_with_parked_connections() {
     }
     s.assert_no_warnings_in_error_log();
 }
+
+/// mod_dialup suspends every connection it serves (`SUSPENDED`, resumed by a timed
+/// callback this MPM does not offer): the module owns the connection then, and a
+/// graceful stop must not wait for it. Before, the suspended connection stayed in the
+/// child's count of open connections and `-k graceful-stop` waited forever (issue 20,
+/// defect b).
+#[test]
+fn a_connection_a_module_suspended_does_not_hold_a_graceful_stop() {
+    if Mpm::under_test() != Mpm::Rworker {
+        eprintln!("skipped: RWorkerKeepAlive is rworker's");
+        return;
+    }
+    let s = Server::start(
+        ServerOpts::default()
+            .line("RWorkerKeepAlive park")
+            .line(format!("LoadModule dialup_module {MODS}/mod_dialup.so"))
+            .line("<Location /index.html>\n ModemStandard V.92\n</Location>"),
+    );
+    let mut c = TcpStream::connect(s.addr()).expect("connect");
+    c.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("send");
+    // The first pulse of the response comes before the module suspends the connection.
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).expect("the first pulse of the response");
+    assert_eq!(&head[..9], b"HTTP/1.1 ");
+    let t0 = Instant::now();
+    s.graceful_stop();
+    let gone = common::wait_until(Duration::from_secs(20), || s.processes().is_empty());
+    assert!(
+        gone,
+        "still running {:?} after -k graceful-stop: {:?}",
+        t0.elapsed(),
+        s.processes()
+    );
+}

@@ -319,10 +319,14 @@ impl Worker {
                     return self.park(c, ParkState::WaitIo { read }, parking);
                 }
                 Step::Suspended => {
-                    // A module owns the connection now and resumes it itself.
+                    // A module owns the connection now and resumes it itself. It no
+                    // longer counts as the child's: this MPM never sees it again (no
+                    // resume hook), and a stopping child waits for its own connections
+                    // only (else a graceful stop waited for SIGTERM).
                     rt.threads.set_worker_fd(self.t, -1);
                     c.suspend();
                     parking.suspended();
+                    parking.closed();
                     std::mem::forget(c);
                     return None;
                 }
