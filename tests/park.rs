@@ -137,7 +137,7 @@ fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_se
 
     // mod_status sees them parked (counts refresh once a second), and no thread holds one.
     let mut last = None;
-    let parked = wait_until(Duration::from_secs(5), || {
+    let parked = wait_until(Duration::from_secs(15), || {
         let st = s.server_status_auto();
         // The status requests' own connections (closed by the client, parked until the
         // listener sees the close) may add a few.
@@ -154,7 +154,10 @@ fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_se
         last.map(|s| s.0)
     );
 
-    // Fresh clients, with 2,000 open connections against 150 threads: served at once.
+    // Fresh clients, with 2,000 open connections against 150 threads: served at once. Were
+    // the idle connections holding threads, fresh clients would wait in the backlog for a
+    // KeepAliveTimeout (30 s): a p99 near 30 s, or ab's own 30 s timeout. A loaded machine
+    // slows every request by a scheduler's delay, not by seconds: the bound is 10 s.
     let t0 = Instant::now();
     let r = run_ab(&["-n", "3000", "-c", "100"], &s.url("/index.html"));
     r.assert_all_ok(3000);
@@ -164,7 +167,7 @@ fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_se
         t0.elapsed()
     );
     assert!(
-        p99 < 1000,
+        p99 < 10_000,
         "fresh-request p99 {p99} ms: clients waited for threads\n{}",
         r.output
     );
