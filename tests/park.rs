@@ -229,7 +229,9 @@ fn idle_connections_survive_load_and_a_graceful_restart_loses_nothing() {
         "idle connections of the old generation left open"
     );
 
-    // -k stop ends everything within 3 s, parked connections or not.
+    // -k stop ends everything within 3 s, parked connections or not: a promise (httpd's own
+    // reclaim of children escalates within it); 80-180 ms measured at load average 26-32
+    // on 2 cores.
     let _more = idle_connections(&s, 200);
     let t0 = Instant::now();
     s.stop();
@@ -239,6 +241,7 @@ fn idle_connections_survive_load_and_a_graceful_restart_loses_nothing() {
         t0.elapsed(),
         s.processes()
     );
+    eprintln!("all processes gone {:?} after -k stop", t0.elapsed());
     // While the old generation drains, the new one can count too few idle threads.
     s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
@@ -286,9 +289,12 @@ fn a_child_of_one_thread_serves_parked_connections_through_its_accepting_worker(
     let took = t0.elapsed();
     let _ = load.kill();
     let _ = load.wait();
+    eprintln!("90 kept-alive requests on one-thread children in {took:?}");
     // 90 resumptions, each needing a worker out of accept: without the nudge none would be
     // served (the read times out), nor while ab keeps the backlog full if the worker went
-    // from accept to accept; a nudge that missed costs a 5 ms retry.
+    // from accept to accept; a nudge that missed costs a 5 ms retry. The bound is a
+    // product promise with room for a loaded machine: 7-150 ms measured with four CPU
+    // hogs beside the test at load average 26-32 on 2 cores.
     assert!(
         took < Duration::from_secs(3),
         "90 kept-alive requests on a one-thread child took {took:?}"
