@@ -133,7 +133,12 @@ impl Drop for ChildSampler {
 fn start_ticks(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name in parentheses: state is the 3rd field, starttime the 22nd.
-    stat.rsplit_once(") ")?.1.split_whitespace().nth(19)?.parse().ok()
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
 }
 
 /// The largest number of events within any window of `width`.
@@ -257,7 +262,9 @@ fn burst_forks_exponentially_then_sheds_one_child_per_cycle() {
         early_deaths.len()
     );
     // Shedding began: polled, since a loaded machine delays the exits.
-    let began = wait_until(Duration::from_secs(10), || !sampler.deaths(ended).is_empty());
+    let began = wait_until(Duration::from_secs(10), || {
+        !sampler.deaths(ended).is_empty()
+    });
     assert!(
         began,
         "no child shed 12.5 s after the burst ended ({} children)",
@@ -324,7 +331,9 @@ fn saturation_leaves_connections_in_the_backlog_and_warns_once() {
         s.try_server_status_auto()
     );
     held.push(HeldRequest::open(&s.addr(), "/index.html?held=9"));
-    let accepted = wait_until(Duration::from_secs(15), || listen_backlog(s.port) == Some(0));
+    let accepted = wait_until(Duration::from_secs(15), || {
+        listen_backlog(s.port) == Some(0)
+    });
     assert!(accepted, "the 10th held request was not accepted");
     sleep(Duration::from_millis(300));
 
@@ -355,7 +364,9 @@ fn saturation_leaves_connections_in_the_backlog_and_warns_once() {
         .collect();
     // Polled (5 client threads must run and connect); the check that matters is the next
     // one, that the count stays at 5: load cannot make a listener accept.
-    let backlogged = wait_until(Duration::from_secs(15), || listen_backlog(s.port) == Some(5));
+    let backlogged = wait_until(Duration::from_secs(15), || {
+        listen_backlog(s.port) == Some(5)
+    });
     assert!(
         backlogged,
         "backlog holds {:?} connections, expected 5 (the listener accepted while no worker was idle?)",
@@ -1641,7 +1652,10 @@ fn transaction_pools_are_recycled_through_the_pool_stack() {
     let gone = wait_until(Duration::from_secs(20), || {
         old.iter().all(|&p| !pid_alive(p))
     });
-    assert!(gone, "old children still alive 20 s after a graceful restart");
+    assert!(
+        gone,
+        "old children still alive 20 s after a graceful restart"
+    );
     let log = s.error_log();
     let mut total = 0;
     for &p in &old {

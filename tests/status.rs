@@ -183,7 +183,11 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
         last = status(&s);
         pools_match(&last)
     });
-    assert!(matched, "pools and connections after the restart: {:?}", last.0);
+    assert!(
+        matched,
+        "pools and connections after the restart: {:?}",
+        last.0
+    );
     s.assert_no_warnings_in_error_log();
 }
 
