@@ -19,15 +19,31 @@ fi
 echo "== cargo build --release"
 cargo build --release
 
+# Every cargo run below is tee'd into one log; at the end its `test result:` lines are
+# summed per suite into one line saying what ran. A failing suite does not stop the others
+# (--no-fail-fast, as inside each cargo run); the script fails at the end if any did.
+LOG=$(mktemp -t rworker-test.XXXXXX.log)
+FAILED_RUNS=()
+# `suite NAME CMD...`: runs CMD, its output tee'd into $LOG between two marker lines.
+suite() {
+    local name=$1
+    shift
+    echo "@@suite $name" >>"$LOG"
+    if ! "$@" 2>&1 | tee -a "$LOG"; then
+        FAILED_RUNS+=("$name")
+    fi
+    echo "@@end" >>"$LOG"
+}
+
 # Two test threads: the load tests run ab/wrk against their own servers, and more of them
 # at once on a 2-core machine only measure the scheduler.
 echo "== cargo test --release --workspace (MPM under test: ${RWORKER_TEST_MPM:-rworker})"
-cargo test --release --workspace --no-fail-fast -- --test-threads 2
+suite default cargo test --release --workspace --no-fail-fast -- --test-threads 2
 
 # The tests that serve and restart again, with parked connections (RWorkerKeepAlive park).
 if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
     echo "== the same serving and lifecycle tests with RWorkerKeepAlive park"
-    RWORKER_TEST_KEEPALIVE=park cargo test --release --no-fail-fast \
+    suite park env RWORKER_TEST_KEEPALIVE=park cargo test --release --no-fail-fast \
         --test serve --test lifecycle --test load --test status -- --test-threads 2
 fi
 
@@ -35,11 +51,46 @@ fi
 # workers accept where the child has one listening socket, as in these tests).
 if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
     echo "== the same serving and lifecycle tests with RWorkerAccept listener"
-    RWORKER_TEST_ACCEPT=listener cargo test --release --no-fail-fast \
+    suite listener env RWORKER_TEST_ACCEPT=listener cargo test --release --no-fail-fast \
         --test serve --test lifecycle --test load --test status -- --test-threads 2
 fi
 
 if [[ -f queue/loom.sh ]]; then
     echo "== loom model checks (queue/loom.sh)"
-    bash queue/loom.sh
+    suite loom bash queue/loom.sh
 fi
+
+# One line: what ran. cargo names each test binary before running it (`Running unittests
+# ...`, `Running tests/serve.rs ...`, `Doc-tests ...`) and ends it with `test result: ok.
+# N passed; M failed; ...`: unit tests and doc-tests count as unit, tests/package.rs as
+# package, every other tests/ binary (of any workspace member) as integration; the
+# integration total adds the park and listener runs, shown apart in the brackets.
+SUMMARY=$(awk '
+    /^@@suite / { suite = $2; kind = ""; next }
+    /^@@end/ { suite = ""; next }
+    /^ *Running unittests / || /^ *Doc-tests / { kind = "unit"; next }
+    /^ *Running tests\/package\.rs / { kind = "package"; next }
+    /^ *Running / { kind = "integration"; next }
+    /^test result: / {
+        p = 0; f = 0
+        for (i = 1; i <= NF; i++) {
+            if ($(i) ~ /^passed;?$/) p = $(i - 1)
+            if ($(i) ~ /^failed;?$/) f = $(i - 1)
+        }
+        k = (suite == "default") ? kind : suite
+        if (k == "") k = "integration"
+        pass[k] += p; fail += f
+    }
+    END {
+        printf "test.sh: unit %d passed; integration %d passed (default %d, park %d, listener %d); ", \
+            pass["unit"], pass["integration"] + pass["park"] + pass["listener"], \
+            pass["integration"], pass["park"], pass["listener"]
+        printf "package %d passed; loom %d models passed; %d failed\n", \
+            pass["package"], pass["loom"], fail
+    }' "$LOG")
+rm -f "$LOG"
+if ((${#FAILED_RUNS[@]})); then
+    echo "${SUMMARY} (failing runs: ${FAILED_RUNS[*]})"
+    exit 1
+fi
+echo "$SUMMARY"

@@ -18,7 +18,7 @@ fn assert_gone_and_reaped(s: &Server, pids: &[i32], what: &str) {
         gone,
         "{what}: old children {alive:?} still alive 10 s later"
     );
-    let reaped = wait_until(Duration::from_secs(5), || s.zombie_children().is_empty());
+    let reaped = wait_until(Duration::from_secs(15), || s.zombie_children().is_empty());
     assert!(
         reaped,
         "{what}: zombie children of the parent: {:?}",
@@ -60,7 +60,13 @@ fn graceful_restart_under_load_loses_nothing() {
     );
     assert_eq!(r.non_2xx, 0, "non-2xx responses\n{}", r.output);
 
-    let after = s.server_status_auto();
+    // The parent counts the new generation once it handled the signal, which on a busy
+    // machine can come after ab's last response: polled.
+    let mut after = s.server_status_auto();
+    wait_until(Duration::from_secs(15), || {
+        after = s.server_status_auto();
+        after.num("ParentServerMPMGeneration") > before.num("ParentServerMPMGeneration")
+    });
     assert_eq!(
         after.num("ParentServerMPMGeneration"),
         before.num("ParentServerMPMGeneration") + 1
@@ -134,6 +140,8 @@ fn stop_ends_every_process_quickly() {
 
     let t0 = Instant::now();
     s.stop();
+    // A promise (httpd's own reclaim of children escalates within about 3 s), not a
+    // figure: 80 ms measured at load average 14-20 on 2 cores, so load cannot reach it.
     let gone = wait_until(Duration::from_secs(3), || {
         procs.iter().all(|&p| !pid_alive(p))
     });
@@ -183,12 +191,12 @@ fn graceful_stop_lets_a_download_finish() {
     }
 
     s.graceful_stop();
-    let refused = wait_until(Duration::from_secs(3), || {
+    let refused = wait_until(Duration::from_secs(10), || {
         TcpStream::connect(s.addr()).is_err()
     });
     assert!(
         refused,
-        "new connections still accepted 3 s after -k graceful-stop"
+        "new connections still accepted 10 s after -k graceful-stop"
     );
     sleep(Duration::from_millis(1500));
     assert!(
@@ -237,7 +245,7 @@ fn killed_child_is_replaced() {
     let victim = old[0];
     // SAFETY: kill(2) on a child pid of this test's own server.
     unsafe { libc::kill(victim, libc::SIGKILL) };
-    let replaced = wait_until(Duration::from_secs(5), || {
+    let replaced = wait_until(Duration::from_secs(15), || {
         let now = s.children();
         !now.contains(&victim) && now.len() == old.len()
     });
@@ -263,7 +271,7 @@ fn max_connections_per_child_rotates_children() {
     let r = run_ab(&["-q", "-n", "3000", "-c", "10"], &s.url("/index.html"));
     r.assert_all_ok(3000);
     // 3000 connections at 100 per child: every original child has been retired.
-    let rotated = wait_until(Duration::from_secs(5), || {
+    let rotated = wait_until(Duration::from_secs(15), || {
         first.is_disjoint(&set_of(&s.children()))
     });
     assert!(
@@ -271,13 +279,12 @@ fn max_connections_per_child_rotates_children() {
         "children before {first:?}, after {:?}",
         s.children()
     );
-    let reaped = wait_until(Duration::from_secs(5), || s.zombie_children().is_empty());
+    let reaped = wait_until(Duration::from_secs(15), || s.zombie_children().is_empty());
     assert!(reaped, "zombie children: {:?}", s.zombie_children());
-    assert!(
-        s.children().len() <= 2,
-        "process count grew: {:?}",
-        s.children()
-    );
+    // A retiring child and its replacement overlap for a moment (longer on a busy
+    // machine): at rest there are two.
+    let at_rest = wait_until(Duration::from_secs(15), || s.children().len() <= 2);
+    assert!(at_rest, "process count grew: {:?}", s.children());
     s.assert_no_warnings_in_error_log();
 }
 
@@ -297,7 +304,7 @@ fn foreground_serves_then_exits_on(sig: i32) {
     // once each has run far enough to report (a thread that exists may not have run yet
     // on a loaded machine: its column still says 'S').
     let mut st = s.server_status_auto();
-    wait_until(Duration::from_secs(5), || {
+    wait_until(Duration::from_secs(15), || {
         st = s.server_status_auto();
         st.busy() + st.idle() == opts.effective_threads_per_child() as usize
     });
@@ -309,10 +316,10 @@ fn foreground_serves_then_exits_on(sig: i32) {
     );
     // SAFETY: kill(2) on the apache2 -X process this test spawned.
     unsafe { libc::kill(pid, sig) };
-    let st = s.wait_foreground_exit(Duration::from_secs(5));
+    let st = s.wait_foreground_exit(Duration::from_secs(15));
     assert!(
         st.is_some(),
-        "apache2 -X still running 5 s after signal {sig}"
+        "apache2 -X still running 15 s after signal {sig}"
     );
     let st = st.unwrap();
     assert!(

@@ -137,7 +137,7 @@ fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_se
 
     // mod_status sees them parked (counts refresh once a second), and no thread holds one.
     let mut last = None;
-    let parked = wait_until(Duration::from_secs(5), || {
+    let parked = wait_until(Duration::from_secs(15), || {
         let st = s.server_status_auto();
         // The status requests' own connections (closed by the client, parked until the
         // listener sees the close) may add a few.
@@ -154,7 +154,10 @@ fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_se
         last.map(|s| s.0)
     );
 
-    // Fresh clients, with 2,000 open connections against 150 threads: served at once.
+    // Fresh clients, with 2,000 open connections against 150 threads: served at once. Were
+    // the idle connections holding threads, fresh clients would wait in the backlog for a
+    // KeepAliveTimeout (30 s): a p99 near 30 s, or ab's own 30 s timeout. A loaded machine
+    // slows every request by a scheduler's delay, not by seconds: the bound is 10 s.
     let t0 = Instant::now();
     let r = run_ab(&["-n", "3000", "-c", "100"], &s.url("/index.html"));
     r.assert_all_ok(3000);
@@ -164,7 +167,7 @@ fn two_thousand_idle_connections_wait_without_threads_while_fresh_clients_are_se
         t0.elapsed()
     );
     assert!(
-        p99 < 1000,
+        p99 < 10_000,
         "fresh-request p99 {p99} ms: clients waited for threads\n{}",
         r.output
     );
@@ -226,7 +229,9 @@ fn idle_connections_survive_load_and_a_graceful_restart_loses_nothing() {
         "idle connections of the old generation left open"
     );
 
-    // -k stop ends everything within 3 s, parked connections or not.
+    // -k stop ends everything within 3 s, parked connections or not: a promise (httpd's own
+    // reclaim of children escalates within it); 80-180 ms measured at load average 26-32
+    // on 2 cores.
     let _more = idle_connections(&s, 200);
     let t0 = Instant::now();
     s.stop();
@@ -236,6 +241,7 @@ fn idle_connections_survive_load_and_a_graceful_restart_loses_nothing() {
         t0.elapsed(),
         s.processes()
     );
+    eprintln!("all processes gone {:?} after -k stop", t0.elapsed());
     // While the old generation drains, the new one can count too few idle threads.
     s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
@@ -283,9 +289,12 @@ fn a_child_of_one_thread_serves_parked_connections_through_its_accepting_worker(
     let took = t0.elapsed();
     let _ = load.kill();
     let _ = load.wait();
+    eprintln!("90 kept-alive requests on one-thread children in {took:?}");
     // 90 resumptions, each needing a worker out of accept: without the nudge none would be
     // served (the read times out), nor while ab keeps the backlog full if the worker went
-    // from accept to accept; a nudge that missed costs a 5 ms retry.
+    // from accept to accept; a nudge that missed costs a 5 ms retry. The bound is a
+    // product promise with room for a loaded machine: 7-150 ms measured with four CPU
+    // hogs beside the test at load average 26-32 on 2 cores.
     assert!(
         took < Duration::from_secs(3),
         "90 kept-alive requests on a one-thread child took {took:?}"

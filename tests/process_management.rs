@@ -128,6 +128,19 @@ impl Drop for ChildSampler {
     }
 }
 
+/// When the kernel started process `pid` (`starttime` of /proc/PID/stat, in clock ticks
+/// since boot): the instant of its fork, however late a sampler comes to see it.
+fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name in parentheses: state is the 3rd field, starttime the 22nd.
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
 /// The largest number of events within any window of `width`.
 fn max_in_window(times: &[Instant], width: Duration) -> usize {
     let mut t: Vec<Instant> = times.to_vec();
@@ -175,29 +188,44 @@ fn burst_forks_exponentially_then_sheds_one_child_per_cycle() {
         "children did not grow to MaxRequestWorkers/ThreadsPerChild = 8 within 15 s: {:?}",
         s.children()
     );
-    sleep(Duration::from_millis(300));
-    let births: Vec<Instant> = sampler.births(burst).iter().map(|b| b.0).collect();
-    let biggest_batch = max_in_window(&births, Duration::from_millis(500));
+    // The 8 children are alive (they hold requests) and the sampler sees each at least once.
+    let seen = wait_until(Duration::from_secs(5), || sampler.births(burst).len() == 7);
+    let born: Vec<i32> = sampler.births(burst).iter().map(|b| b.1).collect();
+    assert!(seen, "7 children forked for the burst, sampled {born:?}");
+    // When each was forked, from the kernel (10 ms ticks), not when the 50 ms sampler came
+    // to see it: a sampler thread starved on a loaded machine would spread one batch of
+    // forks over several samples.
+    let tick = Duration::from_secs(1) / clk_tck() as u32;
+    let ticks: Vec<u64> = born.iter().filter_map(|&p| start_ticks(p)).collect();
+    assert_eq!(ticks.len(), 7, "start times of {born:?}");
+    let t_first = *ticks.iter().min().unwrap();
+    let births: Vec<Instant> = ticks
+        .iter()
+        .map(|&t| burst + tick * (t - t_first) as u32)
+        .collect();
+    let biggest_batch = max_in_window(&births, Duration::from_millis(900));
     eprintln!(
-        "grew 1 -> 8 children in {grow_time:?}; births at {:?} ms; biggest batch {biggest_batch}",
+        "grew 1 -> 8 children in {grow_time:?}; forks at {:?} ms after the first; biggest batch {biggest_batch}",
         births
             .iter()
             .map(|t| (*t - burst).as_millis())
             .collect::<Vec<_>>()
     );
-    assert_eq!(births.len(), 7, "7 children forked for the burst");
-    // Exponential: 1, 2, then 4 children in one maintenance cycle. A linear parent never
-    // forks more than one per second.
+    // Exponential: 1, 2, then 4 children in one maintenance cycle, forked in one loop. A
+    // linear parent forks at most one per cycle, and cycles are 1 s apart or more (a busy
+    // machine only delays them): it can never fork 3 within 900 ms, however loaded.
     assert!(
         biggest_batch >= 3,
-        "the spawn rate did not grow: at most {biggest_batch} children forked within 500 ms"
+        "the spawn rate did not grow: at most {biggest_batch} children forked within 900 ms"
     );
+    // About 3-4 cycles of 1 s; a linear parent needs 7. The 10 s bound holds on a loaded
+    // machine: a cycle only takes the parent a few ms of CPU.
     assert!(
         grow_time < Duration::from_secs(10),
         "1 -> 8 children took {grow_time:?} (exponential spawning needs about 3-4 cycles)"
     );
     // Every held request is in a worker now (30 + this status request).
-    let accepted = wait_until(Duration::from_secs(10), || {
+    let accepted = wait_until(Duration::from_secs(20), || {
         s.try_server_status_auto().is_ok_and(|st| st.busy() >= 31)
     });
     assert!(
@@ -213,7 +241,12 @@ fn burst_forks_exponentially_then_sheds_one_child_per_cycle() {
         assert_eq!(h.complete(), Ok(200), "a held request after the burst");
     }
     sleep(Duration::from_millis(2500));
-    let early_deaths = sampler.deaths(ended);
+    let window_end = ended + Duration::from_millis(2500);
+    let early_deaths: Vec<(Instant, i32)> = sampler
+        .deaths(ended)
+        .into_iter()
+        .filter(|d| d.0 <= window_end)
+        .collect();
     eprintln!(
         "children exited in the first 2.5 s after the burst: {:?}",
         early_deaths
@@ -221,15 +254,21 @@ fn burst_forks_exponentially_then_sheds_one_child_per_cycle() {
             .map(|(t, p)| (p, (*t - ended).as_millis()))
             .collect::<Vec<_>>()
     );
-    assert!(
-        !early_deaths.is_empty(),
-        "no child shed 2.5 s after the burst ended ({} children)",
-        s.children().len()
-    );
+    // At most 3 maintenance cycles (1 s apart or more) fit in 2.5 s, each sheds one child;
+    // a death is seen by the sampler at or after it happened, so load can only lower this.
     assert!(
         early_deaths.len() <= 3,
         "{} children shed within 2.5 s: one per maintenance cycle (1 s) expected",
         early_deaths.len()
+    );
+    // Shedding began: polled, since a loaded machine delays the exits.
+    let began = wait_until(Duration::from_secs(10), || {
+        !sampler.deaths(ended).is_empty()
+    });
+    assert!(
+        began,
+        "no child shed 12.5 s after the burst ended ({} children)",
+        s.children().len()
     );
     // Children told to go while holding a request finish it (graceful).
     for h in late {
@@ -240,13 +279,14 @@ fn burst_forks_exponentially_then_sheds_one_child_per_cycle() {
         );
     }
     // Idle threads settle at <= MaxSpareThreads (11): 2 children of 5.
-    let shed = wait_until(Duration::from_secs(20), || s.children().len() == 2);
+    let shed = wait_until(Duration::from_secs(30), || s.children().len() == 2);
     assert!(
         shed,
-        "children not shed down to 2 within 20 s: {:?}",
+        "children not shed down to 2 within 30 s: {:?}",
         s.children()
     );
-    sleep(Duration::from_millis(300));
+    // The sampler has seen the last exit once it has sampled after it.
+    wait_until(Duration::from_secs(5), || sampler.deaths(ended).len() >= 6);
     let all_deaths = sampler.deaths(ended);
     let times: Vec<Instant> = all_deaths.iter().map(|d| d.0).collect();
     eprintln!(
@@ -291,7 +331,9 @@ fn saturation_leaves_connections_in_the_backlog_and_warns_once() {
         s.try_server_status_auto()
     );
     held.push(HeldRequest::open(&s.addr(), "/index.html?held=9"));
-    let accepted = wait_until(Duration::from_secs(5), || listen_backlog(s.port) == Some(0));
+    let accepted = wait_until(Duration::from_secs(15), || {
+        listen_backlog(s.port) == Some(0)
+    });
     assert!(accepted, "the 10th held request was not accepted");
     sleep(Duration::from_millis(300));
 
@@ -320,7 +362,11 @@ fn saturation_leaves_connections_in_the_backlog_and_warns_once() {
             })
         })
         .collect();
-    let backlogged = wait_until(Duration::from_secs(3), || listen_backlog(s.port) == Some(5));
+    // Polled (5 client threads must run and connect); the check that matters is the next
+    // one, that the count stays at 5: load cannot make a listener accept.
+    let backlogged = wait_until(Duration::from_secs(15), || {
+        listen_backlog(s.port) == Some(5)
+    });
     assert!(
         backlogged,
         "backlog holds {:?} connections, expected 5 (the listener accepted while no worker was idle?)",
@@ -332,7 +378,7 @@ fn saturation_leaves_connections_in_the_backlog_and_warns_once() {
         Some(5),
         "the listener accepted connections while every worker was busy"
     );
-    let warned = wait_until(Duration::from_secs(5), || {
+    let warned = wait_until(Duration::from_secs(15), || {
         count(&s.error_log(), "AH00286") > 0
     });
     assert!(warned, "no AH00286 in the error log:\n{}", s.error_log());
@@ -367,8 +413,10 @@ fn saturation_leaves_connections_in_the_backlog_and_warns_once() {
             "a queued client was answered before any worker freed up"
         );
     }
+    // Served as soon as workers free up, not after Timeout (30 s): 15 s tells the two
+    // apart on a loaded machine, where 15 tiny requests take well under a second.
     assert!(
-        released.elapsed() < Duration::from_secs(5),
+        released.elapsed() < Duration::from_secs(15),
         "queued clients took {:?} after release",
         released.elapsed()
     );
@@ -467,12 +515,17 @@ fn max_connections_per_child_smaller_than_threads_per_child() {
         let (code, _) = http_get(&s.url("/index.html")).unwrap_or_else(|e| panic!("GET {i}: {e}"));
         assert_eq!(code, 200, "GET {i}");
     }
-    let log = s.error_log();
-    let served: Vec<u64> = log
-        .lines()
-        .filter_map(|l| l.split("exiting: ").nth(1))
-        .filter_map(|t| t.split(' ').next()?.parse().ok())
-        .collect();
+    // A child logs its exit line after it served its last connection and its threads
+    // ended, which comes after the client read that response: poll for the lines.
+    let served = || -> Vec<u64> {
+        s.error_log()
+            .lines()
+            .filter_map(|l| l.split("exiting: ").nth(1))
+            .filter_map(|t| t.split(' ').next()?.parse().ok())
+            .collect()
+    };
+    wait_until(Duration::from_secs(15), || served().len() >= 8);
+    let (log, served) = (s.error_log(), served());
     assert!(
         served.len() >= 8,
         "children that retired: {served:?}\n{log}"
@@ -558,13 +611,18 @@ fn max_connections_per_child_counts_keepalive_connections_not_requests() {
     }
     assert!(errors.is_empty(), "client errors: {errors:?}");
 
-    // Let the last retiring child go, then read who served what.
-    sleep(Duration::from_millis(1500));
-    let log = accesses(&s);
-    let log: Vec<Access> = log
-        .into_iter()
-        .filter(|a| a.uri.contains("conn="))
-        .collect();
+    // Read who served what once every request is logged: a request is logged after its
+    // response went out, so the client can be done before the last line is written.
+    let logged = || -> Vec<Access> {
+        accesses(&s)
+            .into_iter()
+            .filter(|a| a.uri.contains("conn="))
+            .collect()
+    };
+    wait_until(Duration::from_secs(15), || {
+        logged().len() >= CLIENTS * CONNS * REQS
+    });
+    let log = logged();
     assert_eq!(log.len(), CLIENTS * CONNS * REQS, "access log lines");
     let mut conn_pid: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
     let mut per_pid: BTreeMap<i32, BTreeSet<String>> = BTreeMap::new();
@@ -588,6 +646,11 @@ fn max_connections_per_child_counts_keepalive_connections_not_requests() {
         );
     }
     let counts: BTreeMap<i32, usize> = per_pid.iter().map(|(p, c)| (*p, c.len())).collect();
+    // Let every retiring child finish exiting (slower on a loaded machine): at rest one
+    // child is left, the one serving now.
+    wait_until(Duration::from_secs(15), || {
+        counts.keys().filter(|&&p| pid_alive(p)).count() <= 1 && s.children().len() == 1
+    });
     eprintln!("connections per child (in order of pid): {counts:?}; requests {reqs_per_pid:?}");
     let retired: Vec<i32> = counts.keys().copied().filter(|&p| !pid_alive(p)).collect();
     assert!(
@@ -760,6 +823,9 @@ fn killed_child_under_load_is_replaced_at_once_and_others_see_no_error() {
         "victim {victim} ({} conns) replaced after {took:?}",
         by_pid[&victim].len()
     );
+    // At once: the parent reaps within its 1 s wait and forks at once, rather than at a
+    // later maintenance cycle. 0.42 s measured at load average 4-6 on 2 cores; the
+    // parent needs only a few ms of CPU for it.
     assert!(
         took < Duration::from_secs(2),
         "replacement took {took:?} (a signalled death is respawned at once)"
@@ -851,6 +917,21 @@ fn restart_storm_under_load() {
         old_children.extend(s.children());
         s.graceful();
         sleep(Duration::from_millis(500));
+        // The next restart goes once this one took effect (the parent counted the new
+        // generation): two SIGUSR1 sent before the parent handles the first are one pending
+        // signal, so a parent slowed down by a busy machine would see fewer restarts than
+        // were sent, and the counts below would be wrong for no fault of the server.
+        let want = gen0 + i as u64 + 1;
+        let took_effect = wait_until(Duration::from_secs(15), || {
+            s.try_server_status_auto()
+                .is_ok_and(|st| st.num("ParentServerMPMGeneration") >= want)
+        });
+        assert!(
+            took_effect,
+            "restart {} did not take effect within 15 s:\n{}",
+            i + 1,
+            s.error_log()
+        );
         assert_eq!(
             s.pid_from_pidfile(),
             Some(parent),
@@ -875,7 +956,7 @@ fn restart_storm_under_load() {
     assert_eq!(non_2xx, 0, "non-2xx responses:\n{outputs}");
 
     let want = gen0 + RESTARTS as u64;
-    let counted = wait_until(Duration::from_secs(5), || {
+    let counted = wait_until(Duration::from_secs(15), || {
         s.try_server_status_auto()
             .is_ok_and(|st| st.num("ParentServerMPMGeneration") == want)
     });
@@ -891,15 +972,17 @@ fn restart_storm_under_load() {
         "parent RSS {rss_after_first} kB after the first restart, {rss_after_last} kB after {RESTARTS}"
     );
 
-    // No child of an old generation outlives GracefulShutdownTimeout (5 s).
-    let deadline = storm_end + Duration::from_secs(7);
+    // No child of an old generation outlives GracefulShutdownTimeout (5 s) by much: they
+    // only have short requests to finish. 15 s after the storm leaves a busy machine room
+    // to end their threads, and still fails a child that stays.
+    let deadline = storm_end + Duration::from_secs(15);
     let gone = wait_until(deadline.saturating_duration_since(Instant::now()), || {
         old_children.iter().all(|&p| !pid_alive(p))
     }) || old_children.iter().all(|&p| !pid_alive(p));
     let left: Vec<_> = old_children.iter().filter(|&&p| pid_alive(p)).collect();
     assert!(
         gone,
-        "old-generation children still alive 7 s after the storm: {left:?}"
+        "old-generation children still alive 15 s after the storm: {left:?}"
     );
     assert!(s.zombie_children().is_empty(), "zombies");
     assert_eq!(s.pid_from_pidfile(), Some(parent));
@@ -971,18 +1054,20 @@ fn signals_right_after_start_never_crash_or_hang() {
         );
         sleep(delay);
         let mut pid = None;
-        let found = wait_until(Duration::from_millis(1000), || {
+        // The parent writes its pidfile after -k start returned, later on a busy machine:
+        // polled, generously (the signal then lands later than `delay`, still early).
+        let found = wait_until(Duration::from_secs(10), || {
             pid = s.pid_from_pidfile().filter(|&p| s.owns_pid(p));
             pid.is_some()
         });
-        assert!(found, "{}: no pidfile 1 s after start", ctx());
+        assert!(found, "{}: no pidfile 10 s after start", ctx());
         let pid = pid.unwrap();
         // SAFETY: kill(2) on the pid in our own pidfile, checked to run our config.
         let rc = unsafe { libc::kill(pid, sig) };
         assert_eq!(rc, 0, "{}: kill", ctx());
 
         if sig != libc::SIGTERM {
-            let serving = wait_until(Duration::from_secs(5), || {
+            let serving = wait_until(Duration::from_secs(15), || {
                 http_get(&s.url("/")).is_ok_and(|(c, _)| c == 200)
             });
             if !serving && s.mpm != Mpm::Rworker && !pid_alive(pid) {
@@ -999,7 +1084,7 @@ fn signals_right_after_start_never_crash_or_hang() {
             }
             assert!(
                 serving,
-                "{}: not serving 5 s later:\n{}",
+                "{}: not serving 15 s later:\n{}",
                 ctx(),
                 s.error_log()
             );
@@ -1012,7 +1097,8 @@ fn signals_right_after_start_never_crash_or_hang() {
             let out = s.ctl(&["-k", "stop"]);
             assert!(out.status.success(), "{}: -k stop: {}", ctx(), out.status);
         }
-        let mut gone = wait_until(Duration::from_secs(5), || s.processes().is_empty());
+        // A lost stop never ends: 15 s tells it from a slow one on a busy machine.
+        let mut gone = wait_until(Duration::from_secs(15), || s.processes().is_empty());
         if !gone && s.mpm != Mpm::Rworker {
             // The stock MPMs lose a SIGTERM that lands while the parent reaps the children
             // of a hard restart (unixd clears the pending flags with pconf right after):
@@ -1025,11 +1111,11 @@ fn signals_right_after_start_never_crash_or_hang() {
             );
             lost_stops += 1;
             let _ = s.ctl(&["-k", "stop"]);
-            gone = wait_until(Duration::from_secs(5), || s.processes().is_empty());
+            gone = wait_until(Duration::from_secs(15), || s.processes().is_empty());
         }
         assert!(
             gone,
-            "{}: still running 5 s after stop (pidfile {:?}):\n{}\n{}",
+            "{}: still running 15 s after stop (pidfile {:?}):\n{}\n{}",
             ctx(),
             s.pid_from_pidfile(),
             describe_processes(&s.processes()),
@@ -1086,6 +1172,9 @@ fn idle_server_uses_almost_no_cpu() {
         "{} processes used {used:.3} s of CPU in 60 s of idling",
         procs.len()
     );
+    // The CPU an idle server takes is its timed wake-ups, which a busy machine does not
+    // multiply: 0.010 s measured with four CPU hogs beside it (load average 6-20), 20
+    // times under the bound.
     assert!(used < 0.2, "idle server used {used:.3} s of CPU in 60 s");
     s.assert_no_warnings_in_error_log();
 }
@@ -1333,7 +1422,7 @@ fn server_and_thread_limit_changes_wait_for_a_full_stop() {
         .start_servers(1);
     s.rewrite_conf(second);
     s.graceful();
-    let restarted = wait_until(Duration::from_secs(10), || {
+    let restarted = wait_until(Duration::from_secs(20), || {
         s.try_server_status_auto()
             .is_ok_and(|st| st.num("ParentServerMPMGeneration") == gen + 1)
     });
@@ -1395,7 +1484,7 @@ fn every_child_serves_both_ports(extra: Option<&str>) {
     }
     let s = Server::start(opts);
     assert!(
-        wait_until(Duration::from_secs(5), || s.children().len() == 3),
+        wait_until(Duration::from_secs(15), || s.children().len() == 3),
         "children {:?}",
         s.children()
     );
@@ -1526,6 +1615,9 @@ fn memory_after_200k_requests_matches_the_stock_worker() {
         stock.fds_before, stock.fds_after,
         "stock: descriptors per child changed"
     );
+    // Memory, not time: the same requests over the same 50 connections touch the same
+    // pages however loaded the machine is (rworker 6448 kB, worker 6084 kB, both +100 kB,
+    // measured at load average 6-20 as on an idle machine).
     let (o, w) = (mean(&ours.rss_after), mean(&stock.rss_after));
     assert!(
         o <= w * 1.10,
@@ -1557,10 +1649,13 @@ fn transaction_pools_are_recycled_through_the_pool_stack() {
     let r = run_ab(&["-q", "-n", "3000", "-c", "10"], &s.url("/index.html"));
     assert_eq!((r.complete, r.failed), (3000, 0), "{}", r.output);
     s.graceful();
-    let gone = wait_until(Duration::from_secs(10), || {
+    let gone = wait_until(Duration::from_secs(20), || {
         old.iter().all(|&p| !pid_alive(p))
     });
-    assert!(gone, "old children still alive");
+    assert!(
+        gone,
+        "old children still alive 20 s after a graceful restart"
+    );
     let log = s.error_log();
     let mut total = 0;
     for &p in &old {
@@ -1640,6 +1735,8 @@ fn graceful_stop_cuts_a_slow_download_after_graceful_shutdown_timeout() {
     };
     eprintln!("download cut after {cut_at:?} at {got} bytes");
     assert!(got < SIXTY_FOUR_MB, "the download completed");
+    // Not before the timeout, and soon after it: 3.25 s measured at load average 6-20 on 2
+    // cores; the cut needs the parent's next 1 s cycle and a few ms of CPU.
     assert!(
         cut_at >= Duration::from_millis(2500) && cut_at < Duration::from_secs(6),
         "download cut {cut_at:?} after graceful-stop, GracefulShutdownTimeout is 3 s"

@@ -205,27 +205,53 @@ fn percon_counts_system_calls_per_connection() {
             .filter(|c| !c.is_empty())
             .collect()
     };
-    // Columns: worker close, rworker close, ratio, then keep-alive per request and per
-    // connection. One accept4 and one shutdown per `Connection: close` connection, for both
-    // (ab may open up to c-1 connections more than it sends requests, as it stops: 1%).
-    let about_one = |c: &str| c.parse::<f64>().is_ok_and(|x| (x - 1.0).abs() <= 0.011);
-    for label in ["accept4", "shutdown"] {
+    // The traced figures are reported, not judged here. Columns: worker close, rworker
+    // close, ratio, then keep-alive. Each row is there with a number for both MPMs.
+    //
+    // This test failed in CI twice on the values of these rows: `accept4: ["accept4",
+    // "0.00", "1.00", ...]` at load average 13.5 (perf missed the stock worker's accept4
+    // calls), and `shutdown 0.827` (perf enabled its events one by one while the load had
+    // begun). What perf or strace counts depends on when they attach, which calls were in
+    // progress then (a worker blocked in accept4 shows only as `resumed` and is not
+    // counted), and on the lingering closes landing before the detach: none of it is exact
+    // on a loaded machine. The figures belong to the benchmark (`cargo run --release -p
+    // rworker-ab -- --percon` prints them); what is judged below are exact counts: ab's and
+    // the server's own counter of accepted connections.
+    let number = |c: &str| c.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0);
+    for label in ["accept4", "shutdown", "**total system calls**"] {
         let r = row(label);
-        assert!(about_one(&r[1]) && about_one(&r[2]), "{label}: {r:?}\n{md}");
+        assert!(number(&r[1]) && number(&r[2]), "{label}: {r:?}\n{md}");
     }
-    // The untraced pass: CPU and context switches for both, RWorker* keys for rworker only.
+    // The untraced pass: CPU for both (the child served 300 requests: it ran).
     let cpu = row("CPU µs (schedstat)");
     assert!(cpu[1].parse::<f64>().is_ok_and(|x| x > 0.0), "{md}");
     assert!(cpu[2].parse::<f64>().is_ok_and(|x| x > 0.0), "{md}");
-    // rworker's default with one Listen: idle workers accept, so there are no hand-offs
-    // (a row of zeros is left out) and its counter of accepted connections is the check.
-    let conns = row("RWorkerConnections");
-    assert_eq!(conns[1], "–", "{md}");
-    assert!(about_one(&conns[2]), "{conns:?}\n{md}");
+    // RWorker* keys for rworker only; with one Listen idle workers accept, so there are no
+    // hand-offs (a row of zeros is left out).
+    assert_eq!(row("RWorkerConnections")[1], "–", "{md}");
     assert!(!md.contains("| RWorkerHandoffs |"), "{md}");
     let csv = fs::read_to_string(out.join("results.csv")).expect("results.csv");
-    assert!(csv.contains("strace,worker,close,1,300,300,"), "{csv}");
+    // ab sent exactly 300 requests over 300 connections in every pass.
+    for pass in ["strace", "perf", "untraced"] {
+        for mpm in ["worker", "rworker"] {
+            let head = format!("{pass},{mpm},close,1,300,300,");
+            assert!(csv.contains(&head), "no {head} rows\n{csv}");
+        }
+    }
     assert!(csv.contains(",futex_op:FUTEX_WAKE_PRIVATE,"), "{csv}");
+    // rworker counts a connection when it accepts it, before the response ab waits for,
+    // and the harness reads the counter after ab ended: exact whatever the load. ab opened
+    // its 300 connections, and (as it stops) at most clients - 1 = 3 more.
+    let accepted: Vec<u64> = csv
+        .lines()
+        .filter(|l| l.starts_with("untraced,rworker,close,1,300,300,"))
+        .filter_map(|l| l.split_once(",rworker_connections,"))
+        .filter_map(|(_, v)| v.parse().ok())
+        .collect();
+    assert!(
+        accepted.len() == 1 && (300..=303).contains(&accepted[0]),
+        "RWorkerConnections during 300 connections: {accepted:?}\n{csv}"
+    );
     assert!(fs::read_to_string(out.join("summary.csv")).is_ok_and(|s| s.lines().count() > 10));
     // Nothing left behind: no server, no ServerRoot, no strace attached.
     for root in server_roots(&all) {
