@@ -112,6 +112,50 @@ fn the_new_generation_serves_while_old_children_finish_downloads() {
     s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
 
+/// The new generation starts at the size the old one had grown to, not at StartServers
+/// (idle maintenance would grow it again at one child a second, and only once it runs
+/// short of idle threads). Five held downloads grow the server from StartServers 1 to its
+/// three children (ThreadsPerChild 2, MaxRequestWorkers 6); MinSpareThreads 1 means
+/// maintenance forks nothing more once the downloads end.
+#[test]
+fn the_new_generation_takes_over_at_the_old_ones_size() {
+    if skip_unless_rworker("the_new_generation_takes_over_at_the_old_ones_size") {
+        return;
+    }
+    let opts = ServerOpts::default()
+        .start_servers(1)
+        .threads_per_child(2)
+        .max_request_workers(6)
+        .spare_threads(1, 1000)
+        .server_limit(16);
+    let s = Server::start(opts);
+    let downloads: Vec<RawConn> = (0..5).map(|_| held_download(&s)).collect();
+    let old = s.children();
+    assert_eq!(old.len(), 3, "children holding five downloads: {old:?}");
+
+    s.graceful();
+    let new_children = || {
+        s.children()
+            .into_iter()
+            .filter(|p| !old.contains(p))
+            .count()
+    };
+    let grown = wait_until(Duration::from_secs(30), || new_children() >= 3);
+    assert!(
+        grown,
+        "the new generation has {} children, the old one had 3\n{}",
+        new_children(),
+        describe_processes(&s.processes())
+    );
+    for d in downloads {
+        assert_eq!(finish(d), SIXTY_FOUR_MB, "a download spanning the restart");
+    }
+    assert_gone_and_reaped(&s, &old, "old generation after its downloads");
+    assert_eq!(new_children(), 3, "{}", describe_processes(&s.processes()));
+    assert_no_scoreboard_trouble(&s);
+    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
+}
+
 /// Restarts `times` times, one second apart, while wrk runs with `wrk_args`; wrk must
 /// count no socket error (it does not retry: a keep-alive connection closed under a
 /// request it sent is a read error) and every response must be a 2xx.

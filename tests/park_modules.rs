@@ -248,7 +248,8 @@ fn a_connection_a_module_suspended_does_not_hold_a_graceful_stop() {
     // The first pulse of the response comes before the module suspends the connection.
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut head = [0u8; 12];
-    c.read_exact(&mut head).expect("the first pulse of the response");
+    c.read_exact(&mut head)
+        .expect("the first pulse of the response");
     assert_eq!(&head[..9], b"HTTP/1.1 ");
     let t0 = Instant::now();
     s.graceful_stop();

@@ -38,6 +38,7 @@ struct Block {
     hold_off_on_exponential_spawning: c_int,
     signal_deaths_in_a_row: c_int,
     scoreboard_full_cycles: c_int,
+    children_at_restart: c_int,
     shared_rows: *mut c_void,
     shared_rows_len: c_int,
 }
@@ -233,6 +234,11 @@ impl Retained {
         /// Consecutive maintenance cycles in which a fork was wanted but every slot was
         /// held (mostly by exiting children); AH00288 is an error only when this persists.
         scoreboard_full_cycles, set_scoreboard_full_cycles
+    );
+    own_int!(
+        /// Children of the generation that a graceful restart replaced that were still
+        /// accepting then: the size the new generation takes over with.
+        children_at_restart, set_children_at_restart
     );
 
     /// The status counters shared by every child, once mapped.

@@ -97,7 +97,7 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
         // The old generation has stopped accepting: start its successors now, at its
         // size, in the free slots; each slot an old child frees takes the next one
         // (child_exited), so the port is never left without accepting children.
-        let old = parent.children_of(r.my_generation() - 1);
+        let old = r.children_at_restart();
         parent.takeover = to_start.max(old).min(st.daemons_limit);
         parent.start_owed_children();
     } else {
@@ -124,7 +124,9 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
         return parent.stop();
     }
 
-    // Restart (graceful or not).
+    // Restart (graceful or not). The generation's size, before its children stop
+    // accepting, is what the next one takes over with.
+    r.set_children_at_restart(parent.children_of(r.my_generation()));
     r.set_my_generation(r.my_generation() + 1);
     scoreboard::set_running_generation(r.my_generation());
     if r.is_ungraceful() != 0 {
