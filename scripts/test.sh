@@ -42,17 +42,17 @@ suite default cargo test --release --workspace --no-fail-fast -- --test-threads 
 
 # The tests that serve and restart again, with parked connections (RWorkerKeepAlive park).
 if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
-    echo "== the same serving and lifecycle tests with RWorkerKeepAlive park"
+    echo "== the same serving, lifecycle and graceful-restart tests with RWorkerKeepAlive park"
     suite park env RWORKER_TEST_KEEPALIVE=park cargo test --release --no-fail-fast \
-        --test serve --test lifecycle --test load --test status -- --test-threads 2
+        --test serve --test lifecycle --test load --test status --test graceful -- --test-threads 2
 fi
 
 # And with the listener thread's hand-off (RWorkerAccept listener; the default lets idle
 # workers accept where the child has one listening socket, as in these tests).
 if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
-    echo "== the same serving and lifecycle tests with RWorkerAccept listener"
+    echo "== the same serving, lifecycle and graceful-restart tests with RWorkerAccept listener"
     suite listener env RWORKER_TEST_ACCEPT=listener cargo test --release --no-fail-fast \
-        --test serve --test lifecycle --test load --test status -- --test-threads 2
+        --test serve --test lifecycle --test load --test status --test graceful -- --test-threads 2
 fi
 
 if [[ -f queue/loom.sh ]]; then
@@ -60,7 +60,7 @@ if [[ -f queue/loom.sh ]]; then
     suite loom bash queue/loom.sh
 fi
 
-# One line: what ran. cargo names each test binary before running it (`Running unittests
+# What ran, in one line, then the total as a plain 'N passed, M failed' line. cargo names each test binary before running it (`Running unittests
 # ...`, `Running tests/serve.rs ...`, `Doc-tests ...`) and ends it with `test result: ok.
 # N passed; M failed; ...`: unit tests and doc-tests count as unit, tests/package.rs as
 # package, every other tests/ binary (of any workspace member) as integration; the
@@ -87,10 +87,13 @@ SUMMARY=$(awk '
             pass["integration"], pass["park"], pass["listener"]
         printf "package %d passed; loom %d models passed; %d failed\n", \
             pass["package"], pass["loom"], fail
+        total = pass["unit"] + pass["integration"] + pass["park"] + pass["listener"] + pass["package"] + pass["loom"]
+        printf "test.sh: %d passed, %d failed\n", total, fail
     }' "$LOG")
 rm -f "$LOG"
 if ((${#FAILED_RUNS[@]})); then
-    echo "${SUMMARY} (failing runs: ${FAILED_RUNS[*]})"
+    echo "test.sh: failing runs: ${FAILED_RUNS[*]}"
+    echo "$SUMMARY"
     exit 1
 fi
 echo "$SUMMARY"
