@@ -270,3 +270,28 @@ fn restarts_with_parked_idle_connections_and_a_slow_download() {
     assert_eq!(got, SIXTY_FOUR_MB, "slow download\n{}", s.error_log());
     drop(idle);
 }
+
+/// A graceful restart whose configuration pass fails ends the server, as with the stock
+/// worker. rworker's old generation keeps accepting until a new one would take over, so
+/// it is told to stop only afterwards; here the parent exits before, and the old children
+/// read the end of their pipe of death as a graceful stop instead of serving on, orphaned.
+#[test]
+fn a_failed_configuration_pass_still_ends_the_old_children() {
+    let mut s = Server::start(ServerOpts::default());
+    let parent = s.parent_pid();
+    let children = s.children();
+    assert!(!children.is_empty());
+    s.rewrite_conf(ServerOpts::default().line("ThisIsNotADirective on"));
+    s.signal_parent(libc::SIGUSR1);
+    let mut pids = children.clone();
+    pids.push(parent);
+    let gone = wait_until(Duration::from_secs(30), || {
+        pids.iter().all(|&p| !pid_alive(p))
+    });
+    let alive: Vec<_> = pids.iter().copied().filter(|&p| pid_alive(p)).collect();
+    assert!(
+        gone,
+        "still running 30 s after a graceful restart with a broken configuration: {alive:?}\n{}",
+        describe_processes(&alive)
+    );
+}

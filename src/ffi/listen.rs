@@ -175,6 +175,28 @@ impl ListenBuckets {
         }
     }
 
+    /// The parent's own copies of every bucket's pipe-of-death write end (close-on-exec
+    /// duplicates, which the next configuration pass does not close), for
+    /// [`signal_kept_pods`]; None if one could not be made (the others are closed).
+    pub fn keep_pod_writers(&self) -> Option<Vec<RawFd>> {
+        let mut fds = Vec::with_capacity(self.num);
+        for b in 0..self.num {
+            let mut fd: sys::apr_os_file_t = -1;
+            // SAFETY: an open pod of this generation; pod_out is its write end, and
+            // F_DUPFD_CLOEXEC only duplicates the descriptor.
+            let dup = unsafe {
+                sys::apr_os_file_get(&mut fd, (*self.pod(b).0).pod_out);
+                libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0)
+            };
+            if dup < 0 {
+                close_fds(&fds);
+                return None;
+            }
+            fds.push(dup);
+        }
+        Some(fds)
+    }
+
     /// In a fresh child serving `keep`: closes every other bucket's listeners and pipe
     /// of death (the child's copies only).
     pub fn close_other_buckets(&self, keep: usize) {
@@ -213,6 +235,44 @@ impl ListenBuckets {
     }
 }
 
+/// Writes `how` `slots` times into each write end that
+/// [`ListenBuckets::keep_pod_writers`] kept (`ap_mpm_podx_killpg`'s bytes), then closes
+/// them.
+pub fn signal_kept_pods(fds: &[RawFd], slots: c_int, how: PodMessage) {
+    let byte = match how {
+        PodMessage::Graceful => sys::AP_MPM_PODX_GRACEFUL_CHAR as u8,
+        PodMessage::Restart => sys::AP_MPM_PODX_RESTART_CHAR as u8,
+        PodMessage::None => {
+            close_fds(fds);
+            return;
+        }
+    };
+    let bytes = vec![byte; slots.max(1) as usize];
+    for &fd in fds {
+        let mut sent = 0;
+        while sent < bytes.len() {
+            // SAFETY: fd is a pipe write end this process owns; the buffer is live.
+            let n = unsafe { libc::write(fd, bytes[sent..].as_ptr().cast(), bytes.len() - sent) };
+            if n > 0 {
+                sent += n as usize;
+            } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            } else {
+                break;
+            }
+        }
+    }
+    close_fds(fds);
+}
+
+/// Closes descriptors this process owns (a fork's inherited copies, or its own).
+pub fn close_fds(fds: &[RawFd]) {
+    for &fd in fds {
+        // SAFETY: the caller owns fd and nothing uses it afterwards.
+        unsafe { libc::close(fd) };
+    }
+}
+
 /// A pipe of death (lives in pconf).
 #[derive(Clone, Copy, Debug)]
 pub struct Pod(*mut sys::ap_pod_t);
@@ -247,7 +307,21 @@ impl Pod {
         if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
             return None;
         }
+        if p.revents & libc::POLLIN == 0 && p.revents & libc::POLLHUP != 0 {
+            // Every write end is closed: the parent exited without telling this
+            // generation to stop (a configuration pass failed during a graceful
+            // restart, see `keep_pod_writers`). Stop as gracefully as if told.
+            return Some(PodMessage::Graceful);
+        }
         Some(self.check())
+    }
+
+    /// In a child: closes its inherited copy of the write end (a child only reads its
+    /// pipe of death), so that the parent's exit reads as end-of-file.
+    pub fn close_write_end(self) {
+        // SAFETY: an open pod of this generation; the child never writes to it, and
+        // nothing reads pod_out after this.
+        unsafe { sys::apr_file_close((*self.0).pod_out) };
     }
 
     /// Asks one child of the bucket to stop (the first to read it).

@@ -39,6 +39,9 @@ struct Block {
     signal_deaths_in_a_row: c_int,
     scoreboard_full_cycles: c_int,
     children_at_restart: c_int,
+    old_pods: *mut c_int,
+    old_pods_len: c_int,
+    old_pods_cap: c_int,
     shared_rows: *mut c_void,
     shared_rows_len: c_int,
 }
@@ -240,6 +243,38 @@ impl Retained {
         /// accepting then: the size the new generation takes over with.
         children_at_restart, set_children_at_restart
     );
+
+    /// Keeps the write ends of the replaced generation's pipes of death across the
+    /// configuration pass of a graceful restart (see `crate::mpm::parent`); the array lives
+    /// in ap_pglobal and is reused.
+    pub fn keep_old_pods(self, _: SingleThreaded, fds: &[c_int]) {
+        let b = self.0.as_ptr();
+        // SAFETY: the block is live; the token excludes concurrent access. ap_pglobal
+        // lives until exit; a grown array is written before it is published, and the old
+        // one (also in ap_pglobal) is abandoned.
+        unsafe {
+            if (*b).old_pods.is_null() || ((*b).old_pods_cap as usize) < fds.len() {
+                let bytes = std::mem::size_of::<c_int>() * fds.len();
+                (*b).old_pods = sys::apr_palloc(sys::ap_pglobal, bytes as _) as *mut c_int;
+                (*b).old_pods_cap = fds.len() as c_int;
+            }
+            for (i, &fd) in fds.iter().enumerate() {
+                ptr::write((*b).old_pods.add(i), fd);
+            }
+            (*b).old_pods_len = fds.len() as c_int;
+        }
+    }
+
+    /// Takes the write ends [`Retained::keep_old_pods`] kept (empty when none).
+    pub fn take_old_pods(self, _: SingleThreaded) -> Vec<c_int> {
+        let b = self.0.as_ptr();
+        // SAFETY: as in keep_old_pods; old_pods has old_pods_len entries.
+        unsafe {
+            let n = (*b).old_pods_len.max(0) as usize;
+            (*b).old_pods_len = 0;
+            (0..n).map(|i| ptr::read((*b).old_pods.add(i))).collect()
+        }
+    }
 
     /// The status counters shared by every child, once mapped.
     pub fn shared_rows(self) -> Option<SharedRows> {

@@ -86,8 +86,14 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         }
     };
     httpd::child_early_setup(token, &pchild, st.one_process);
-    // Keep only this bucket's listeners and pipe of death.
+    // Keep only this bucket's listeners and pipe of death, and of that only the read
+    // end (the parent's exit then reads as its end), nor the write ends of an older
+    // generation's pipes that the parent keeps during a graceful restart.
     buckets.close_other_buckets(bucket as usize);
+    if !st.one_process {
+        buckets.pod(bucket as usize).close_write_end();
+        crate::ffi::listen::close_fds(&r.take_old_pods(token));
+    }
     scoreboard::reopen(&pchild);
     let accept_mutex = match buckets.accept_mutex(bucket as usize) {
         None => None,

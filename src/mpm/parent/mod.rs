@@ -26,6 +26,12 @@ use crate::mpm::parent::maintenance::{Action, Limits, Line, Memory};
 use crate::mpm::{child, listen as mpm_listen, settings, status};
 use crate::sys;
 
+/// How long the old generation keeps accepting after a graceful restart while the new
+/// one starts: a child is ready within milliseconds (fork, child_init, its threads), so
+/// this bounds only a new child that cannot start (the old generation then stops
+/// anyway, and idle maintenance replaces the child).
+const NEW_GENERATION_WAIT: Duration = Duration::from_secs(2);
+
 /// Idle maintenance runs once a second (worker.c's cadence: its spawn rate doubles and
 /// it sheds one child per cycle).
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
@@ -117,6 +123,10 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
     );
     r.set_mpm_state(sys::AP_MPMQ_RUNNING as c_int);
 
+    if was_graceful {
+        parent.wait_for_new_generation();
+        parent.release_old_generation();
+    }
     parent.main_loop();
     r.set_mpm_state(sys::AP_MPMQ_STOPPING as c_int);
 
@@ -143,7 +153,14 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
             0,
             "AH00297: SIGUSR1 received.  Doing graceful restart"
         );
-        parent.signal_children(PodMessage::Graceful);
+        // The old generation keeps accepting through the configuration pass: it is told
+        // to stop once the new one accepts (`release_old_generation`), through write ends
+        // of its pipes of death that the pass does not close. Should the pass fail, the
+        // parent exits, and the old children read the end of the pipe as a graceful stop.
+        match mpm_listen::buckets().keep_pod_writers() {
+            Some(fds) => r.keep_old_pods(token, &fds),
+            None => parent.signal_children(PodMessage::Graceful),
+        }
     }
     // A stop that arrived while we reaped would be wiped with pconf (unixd clears the
     // flags when the generation's pool goes): honour it now instead of losing it.
@@ -158,6 +175,7 @@ impl Parent {
     /// return DONE. Graceful: stop listening, let in-flight requests finish for up to
     /// GracefulShutdownTimeout (0 = no limit), then stop whatever is left.
     fn stop(&mut self) -> c_int {
+        self.release_old_generation();
         let r = self.r;
         if r.is_ungraceful() != 0 {
             self.signal_children(PodMessage::Restart);
@@ -196,6 +214,46 @@ impl Parent {
         self.signal_children(PodMessage::Restart);
         process::reclaim_children(self.token, true);
         sys::DONE
+    }
+
+    /// After a graceful restart: waits until every child the new generation started has
+    /// a thread ready to serve (none started: no room until old children leave), at most
+    /// `NEW_GENERATION_WAIT`, or a signal for the parent.
+    fn wait_for_new_generation(&self) {
+        let r = self.r;
+        let generation = r.my_generation();
+        let tpc = settings::get().threads_per_child;
+        let deadline = Instant::now() + NEW_GENERATION_WAIT;
+        while r.shutdown_pending() == 0 && r.restart_pending() == 0 && Instant::now() < deadline {
+            let (mut children, mut ready) = (0, 0);
+            for slot in 0..r.max_daemons_limit().max(0) {
+                let p = scoreboard::process(slot);
+                if p.pid == 0 || p.generation != generation {
+                    continue;
+                }
+                children += 1;
+                let serving = (0..tpc).any(|t| {
+                    let st = scoreboard::thread_status(slot, t);
+                    (scoreboard::status::READY..scoreboard::status::GRACEFUL).contains(&st)
+                });
+                ready += serving as c_int;
+            }
+            if ready == children {
+                return;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Tells the generation a graceful restart replaced to stop accepting (once).
+    fn release_old_generation(&self) {
+        let fds = self.r.take_old_pods(self.token);
+        if !fds.is_empty() {
+            let slots = settings::get()
+                .daemons_limit
+                .max(self.r.max_daemons_limit());
+            listen::signal_kept_pods(&fds, slots, PodMessage::Graceful);
+        }
     }
 
     fn signal_children(&self, how: PodMessage) {
