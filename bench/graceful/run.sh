@@ -5,7 +5,8 @@
 # second generation) and ServerLimit = MaxRequestWorkers / ThreadsPerChild (no room).
 # Each run first warms the server up with 2 s of the same load (so the figures are not
 # those of the children forked for the first 100 clients), then measures 8 s.
-# Prints one line per run: the slowest request (wrk's Max latency) and wrk's socket errors.
+# Prints one line per run: the slowest request (wrk's Max latency), the p99, the requests
+# served and wrk's socket errors.
 #
 #   bash bench/graceful/run.sh [REPS]          # as root; build first (cargo build --release)
 #   MPMS="rworker-park" LIMITS=16 MODES=keepalive bash bench/graceful/run.sh 1
@@ -86,12 +87,13 @@ one() { # mpm limit mode restart
     fi
     out=$(wrk -t2 -c100 -d8 --timeout 10s --latency "${hdr[@]}" "http://127.0.0.1:$PORT/1b" 2>&1)
     wait
-    local max errs reqs
+    local max p99 errs reqs
     max=$(awk '/^    Latency/ {print $4}' <<<"$out")
+    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
     errs=$(grep -o 'Socket errors:.*' <<<"$out" || echo "Socket errors: none")
     reqs=$(awk '/requests in/ {print $1}' <<<"$out")
-    printf '%-15s ServerLimit %-2s %-9s graceful %-3s  max %-9s requests %-8s %s\n' \
-        "$mpm" "$limit" "$mode" "$restart" "$max" "$reqs" "$errs"
+    printf '%-15s ServerLimit %-2s %-9s graceful %-3s  max %-9s p99 %-9s requests %-8s %s\n' \
+        "$mpm" "$limit" "$mode" "$restart" "$max" "$p99" "$reqs" "$errs"
     stop
 }
 
