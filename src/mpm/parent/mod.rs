@@ -2,7 +2,8 @@
 //! reaping them and running idle maintenance about once a second, and ends on a stop,
 //! restart, graceful restart or graceful stop (worker.c `worker_run`,
 //! `server_main_loop`). Forking and reaping are in `spawn`, the scoreboard census in
-//! `census`, the spawn-or-shed decision in `maintenance`.
+//! `census`, the spawn-or-shed decision in `maintenance`, the hand-over from one
+//! generation to the next at a graceful restart in `takeover`.
 //!
 //! The parent is single-threaded on the MPM's side; unixd's signal handlers only set
 //! flags in the retained block, which this loop reads within a second.
@@ -10,6 +11,7 @@
 mod census;
 mod maintenance;
 mod spawn;
+mod takeover;
 
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
@@ -25,12 +27,6 @@ use crate::mpm::parent::census::Scope;
 use crate::mpm::parent::maintenance::{Action, Limits, Line, Memory};
 use crate::mpm::{child, listen as mpm_listen, settings, status};
 use crate::sys;
-
-/// How long the old generation keeps accepting after a graceful restart while the new
-/// one starts: a child is ready within milliseconds (fork, child_init, its threads), so
-/// this bounds only a new child that cannot start (the old generation then stops
-/// anyway, and idle maintenance replaces the child).
-const NEW_GENERATION_WAIT: Duration = Duration::from_secs(2);
 
 /// Idle maintenance runs once a second (worker.c's cadence: its spawn rate doubles and
 /// it sheds one child per cycle).
@@ -100,12 +96,7 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
     };
     let to_start = st.daemons_to_start.min(st.daemons_limit);
     if was_graceful {
-        // The old generation has stopped accepting: start its successors now, at its
-        // size, in the free slots; each slot an old child frees takes the next one
-        // (child_exited), so the port is never left without accepting children.
-        let old = r.children_at_restart();
-        parent.takeover = to_start.max(old).min(st.daemons_limit);
-        parent.start_owed_children();
+        parent.begin_takeover(to_start);
     } else {
         parent.startup_children(to_start);
     }
@@ -124,8 +115,7 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
     r.set_mpm_state(sys::AP_MPMQ_RUNNING as c_int);
 
     if was_graceful {
-        parent.wait_for_new_generation();
-        parent.release_old_generation();
+        parent.release_old_generation_once_new_accepts();
     }
     parent.main_loop();
     r.set_mpm_state(sys::AP_MPMQ_STOPPING as c_int);
@@ -134,9 +124,8 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
         return parent.stop();
     }
 
-    // Restart (graceful or not). The generation's size, before its children stop
-    // accepting, is what the next one takes over with.
-    r.set_children_at_restart(parent.children_of(r.my_generation()));
+    // Restart (graceful or not).
+    parent.note_size_for_takeover();
     r.set_my_generation(r.my_generation() + 1);
     scoreboard::set_running_generation(r.my_generation());
     if r.is_ungraceful() != 0 {
@@ -153,14 +142,7 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
             0,
             "AH00297: SIGUSR1 received.  Doing graceful restart"
         );
-        // The old generation keeps accepting through the configuration pass: it is told
-        // to stop once the new one accepts (`release_old_generation`), through write ends
-        // of its pipes of death that the pass does not close. Should the pass fail, the
-        // parent exits, and the old children read the end of the pipe as a graceful stop.
-        match mpm_listen::buckets().keep_pod_writers() {
-            Some(fds) => r.keep_old_pods(token, &fds),
-            None => parent.signal_children(PodMessage::Graceful),
-        }
+        parent.keep_old_generation_accepting();
     }
     // A stop that arrived while we reaped would be wiped with pconf (unixd clears the
     // flags when the generation's pool goes): honour it now instead of losing it.
@@ -214,46 +196,6 @@ impl Parent {
         self.signal_children(PodMessage::Restart);
         process::reclaim_children(self.token, true);
         sys::DONE
-    }
-
-    /// After a graceful restart: waits until every child the new generation started has
-    /// a thread ready to serve (none started: no room until old children leave), at most
-    /// `NEW_GENERATION_WAIT`, or a signal for the parent.
-    fn wait_for_new_generation(&self) {
-        let r = self.r;
-        let generation = r.my_generation();
-        let tpc = settings::get().threads_per_child;
-        let deadline = Instant::now() + NEW_GENERATION_WAIT;
-        while r.shutdown_pending() == 0 && r.restart_pending() == 0 && Instant::now() < deadline {
-            let (mut children, mut ready) = (0, 0);
-            for slot in 0..r.max_daemons_limit().max(0) {
-                let p = scoreboard::process(slot);
-                if p.pid == 0 || p.generation != generation {
-                    continue;
-                }
-                children += 1;
-                let serving = (0..tpc).any(|t| {
-                    let st = scoreboard::thread_status(slot, t);
-                    (scoreboard::status::READY..scoreboard::status::GRACEFUL).contains(&st)
-                });
-                ready += serving as c_int;
-            }
-            if ready == children {
-                return;
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Tells the generation a graceful restart replaced to stop accepting (once).
-    fn release_old_generation(&self) {
-        let fds = self.r.take_old_pods(self.token);
-        if !fds.is_empty() {
-            let slots = settings::get()
-                .daemons_limit
-                .max(self.r.max_daemons_limit());
-            listen::signal_kept_pods(&fds, slots, PodMessage::Graceful);
-        }
     }
 
     fn signal_children(&self, how: PodMessage) {

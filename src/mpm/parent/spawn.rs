@@ -40,35 +40,6 @@ impl Parent {
         forked
     }
 
-    /// Live children of `generation` that still accept (not quiescing).
-    pub(super) fn children_of(&self, generation: sys::ap_generation_t) -> c_int {
-        (0..self.r.max_daemons_limit().max(0))
-            .map(scoreboard::process)
-            .filter(|p| p.pid != 0 && !p.quiescing && p.generation == generation)
-            .count() as c_int
-    }
-
-    /// Children the takeover after a graceful restart still owes (0 once it is done).
-    fn owed_children(&mut self) -> c_int {
-        if self.takeover > 0 {
-            let owed = self.takeover - self.children_of(self.r.my_generation());
-            if owed <= 0 {
-                // Done: from now on idle maintenance sizes the generation.
-                self.takeover = 0;
-            }
-            return owed.max(0);
-        }
-        0
-    }
-
-    /// Forks the children the takeover still owes into the free slots there are.
-    pub(super) fn start_owed_children(&mut self) {
-        let owed = self.owed_children();
-        if owed > 0 {
-            self.startup_children(owed);
-        }
-    }
-
     /// Forks a child into `slot`, serving `bucket`'s listeners. Returns the pid, or None
     /// when fork failed (logged; the parent then waits 10 s as the stock MPM does).
     pub(super) fn make_child(&mut self, slot: c_int, bucket: c_int) -> Option<sys::pid_t> {
@@ -146,7 +117,7 @@ impl Parent {
                 // next maintenance cycle, but not in a loop.
                 r.set_signal_deaths_in_a_row(r.signal_deaths_in_a_row() + 1);
                 self.make_child(slot, slot % nb);
-            } else if self.owed_children() > 0 {
+            } else if self.owes_children() {
                 // An old child left after a graceful restart: its slot takes a new one now.
                 self.make_child(slot, slot % nb);
             }
