@@ -13,20 +13,6 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-/// Waits until `pids` are all gone and the parent has no unreaped children.
-fn assert_gone_and_reaped(s: &Server, pids: &[i32], what: &str) {
-    let gone = wait_until(Duration::from_secs(30), || {
-        pids.iter().all(|&p| !pid_alive(p))
-    });
-    let alive: Vec<_> = pids.iter().copied().filter(|&p| pid_alive(p)).collect();
-    assert!(
-        gone,
-        "{what}: old children {alive:?} still alive 30 s later"
-    );
-    let reaped = wait_until(Duration::from_secs(10), || s.zombie_children().is_empty());
-    assert!(reaped, "{what}: zombie children {:?}", s.zombie_children());
-}
-
 /// A download of `/64m.bin` by a client that reads nothing after the response head, so
 /// the worker serving it stays busy until the test reads.
 fn held_download(s: &Server) -> RawConn {

@@ -8,24 +8,6 @@ use std::net::TcpStream;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-/// Waits until `pids` are all gone and the parent has no unreaped children.
-fn assert_gone_and_reaped(s: &Server, pids: &[i32], what: &str) {
-    let gone = wait_until(Duration::from_secs(10), || {
-        pids.iter().all(|&p| !pid_alive(p))
-    });
-    let alive: Vec<_> = pids.iter().copied().filter(|&p| pid_alive(p)).collect();
-    assert!(
-        gone,
-        "{what}: old children {alive:?} still alive 10 s later"
-    );
-    let reaped = wait_until(Duration::from_secs(15), || s.zombie_children().is_empty());
-    assert!(
-        reaped,
-        "{what}: zombie children of the parent: {:?}",
-        s.zombie_children()
-    );
-}
-
 /// Reads `Total Accesses` until it reaches `n`, or `ab` exits.
 fn wait_for_accesses(s: &Server, ab: &mut std::process::Child, n: u64) -> bool {
     wait_until(Duration::from_secs(30), || {

@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{parse_ab, run_ab, spawn_ab, wait_until, Mpm, Server, ServerOpts};
+use common::{parse_ab, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm, Server, ServerOpts};
 
 /// MaxRequestWorkers 150 in 6 children of 25, all started, parking on.
 fn opts() -> ServerOpts {
@@ -27,20 +27,6 @@ fn opts() -> ServerOpts {
         .max_keep_alive_requests(0)
         .line("KeepAliveTimeout 30")
         .line("RWorkerKeepAlive park")
-}
-
-/// Lets this process open thousands of sockets.
-fn raise_fd_limit() {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid struct.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
-        r.rlim_cur = r.rlim_max.min(65536);
-        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-    }
 }
 
 const REQ: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n";

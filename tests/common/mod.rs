@@ -1312,3 +1312,22 @@ pub fn idle_keep_alive_connections(s: &Server, n: usize) -> Vec<RawConn> {
     }
     conns
 }
+
+/// Waits until `pids` (old children) are all gone and the parent has no unreaped
+/// children; polls, generously (a loaded machine only makes it slower).
+pub fn assert_gone_and_reaped(s: &Server, pids: &[i32], what: &str) {
+    let gone = wait_until(Duration::from_secs(30), || {
+        pids.iter().all(|&p| !pid_alive(p))
+    });
+    let alive: Vec<_> = pids.iter().copied().filter(|&p| pid_alive(p)).collect();
+    assert!(
+        gone,
+        "{what}: old children {alive:?} still alive 30 s later"
+    );
+    let reaped = wait_until(Duration::from_secs(15), || s.zombie_children().is_empty());
+    assert!(
+        reaped,
+        "{what}: zombie children of the parent: {:?}",
+        s.zombie_children()
+    );
+}
