@@ -36,6 +36,30 @@ fn finish(mut c: RawConn) -> u64 {
     }
 }
 
+/// ThreadsPerChild 2 and `max_request_workers` threads (so MaxRequestWorkers / 2
+/// children a generation), StartServers `start`, maintenance that neither forks nor
+/// sheds while a thread is idle, and ServerLimit 16: room for a second generation.
+fn small_server(start: u32, max_request_workers: u32) -> ServerOpts {
+    ServerOpts::default()
+        .start_servers(start)
+        .threads_per_child(2)
+        .max_request_workers(max_request_workers)
+        .spare_threads(1, 1000)
+        .server_limit(16)
+}
+
+/// Reads the held downloads to their end (each complete), then the old generation
+/// leaves; no "scoreboard is full" line, and nothing at warn or above but AH00286 (the
+/// downloads do hold every thread: MaxRequestWorkers is reached, and said).
+fn finish_downloads_then_old_generation_leaves(s: &Server, downloads: Vec<RawConn>, old: &[i32]) {
+    for d in downloads {
+        assert_eq!(finish(d), SIXTY_FOUR_MB, "a download spanning the restart");
+    }
+    assert_gone_and_reaped(s, old, "old generation after its downloads");
+    assert_no_scoreboard_trouble(s);
+    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
+}
+
 /// The lines that would tell an admin the restart ran out of room.
 fn assert_no_scoreboard_trouble(s: &Server) {
     let log = s.error_log();
@@ -55,13 +79,7 @@ fn the_new_generation_serves_while_old_children_finish_downloads() {
     if skip_unless_rworker("the_new_generation_serves_while_old_children_finish_downloads") {
         return;
     }
-    let opts = ServerOpts::default()
-        .start_servers(2)
-        .threads_per_child(2)
-        .max_request_workers(4)
-        .spare_threads(1, 1000)
-        .server_limit(16);
-    let s = Server::start(opts);
+    let s = Server::start(small_server(2, 4));
     let old = s.children();
     assert_eq!(old.len(), 2, "children at start: {old:?}");
     let downloads: Vec<RawConn> = (0..4).map(|_| held_download(&s)).collect();
@@ -87,15 +105,9 @@ fn the_new_generation_serves_while_old_children_finish_downloads() {
         "the old children should still be finishing their downloads"
     );
 
-    for d in downloads {
-        assert_eq!(finish(d), SIXTY_FOUR_MB, "a download spanning the restart");
-    }
-    assert_gone_and_reaped(&s, &old, "old generation after its downloads");
+    finish_downloads_then_old_generation_leaves(&s, downloads, &old);
     let st = s.server_status_auto();
     assert_eq!(st.get("ServerMPM"), Mpm::under_test().name());
-    assert_no_scoreboard_trouble(&s);
-    // The four downloads do hold every thread: MaxRequestWorkers is reached, and said.
-    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
 
 /// The new generation starts at the size the old one had grown to, not at StartServers
@@ -108,13 +120,7 @@ fn the_new_generation_takes_over_at_the_old_ones_size() {
     if skip_unless_rworker("the_new_generation_takes_over_at_the_old_ones_size") {
         return;
     }
-    let opts = ServerOpts::default()
-        .start_servers(1)
-        .threads_per_child(2)
-        .max_request_workers(6)
-        .spare_threads(1, 1000)
-        .server_limit(16);
-    let s = Server::start(opts);
+    let s = Server::start(small_server(1, 6));
     let downloads: Vec<RawConn> = (0..5).map(|_| held_download(&s)).collect();
     let old = s.children();
     assert_eq!(old.len(), 3, "children holding five downloads: {old:?}");
@@ -133,13 +139,8 @@ fn the_new_generation_takes_over_at_the_old_ones_size() {
         new_children(),
         describe_processes(&s.processes())
     );
-    for d in downloads {
-        assert_eq!(finish(d), SIXTY_FOUR_MB, "a download spanning the restart");
-    }
-    assert_gone_and_reaped(&s, &old, "old generation after its downloads");
+    finish_downloads_then_old_generation_leaves(&s, downloads, &old);
     assert_eq!(new_children(), 3, "{}", describe_processes(&s.processes()));
-    assert_no_scoreboard_trouble(&s);
-    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
 
 /// Restarts `times` times, one second apart, while wrk runs with `wrk_args`; wrk must

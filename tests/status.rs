@@ -18,6 +18,20 @@ fn status(s: &Server) -> Status {
 }
 
 /// The per-child rows: (slot, connections) of each live child.
+/// Polls until every counted connection has its pool (reused or created); a connection
+/// is counted when accepted and gets its pool a moment later.
+fn assert_pools_match_connections(s: &Server, what: &str) {
+    let pools_match = |st: &Status| {
+        st.num("RWorkerPoolsReused") + st.num("RWorkerPoolsCreated") == st.num("RWorkerConnections")
+    };
+    let mut last = status(s);
+    let matched = wait_until(Duration::from_secs(10), || {
+        last = status(s);
+        pools_match(&last)
+    });
+    assert!(matched, "{what}: {:?}", last.0);
+}
+
 fn per_child_connections(st: &Status) -> Vec<(String, u64)> {
     st.0.iter()
         .filter(|(k, _)| k.starts_with("RWorkerChild[") && k.ends_with("]Connections"))
@@ -110,19 +124,7 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
     // A connection is counted when accepted and gets its pool a moment later; a connection
     // ab opened and closed unused may be accepted while `after` is read, so the two are
     // compared once they agree (polled), not at one instant.
-    let pools_match = |st: &Status| {
-        st.num("RWorkerPoolsReused") + st.num("RWorkerPoolsCreated") == st.num("RWorkerConnections")
-    };
-    let mut last = status(&s);
-    let matched = wait_until(Duration::from_secs(10), || {
-        last = status(&s);
-        pools_match(&last)
-    });
-    assert!(
-        matched,
-        "every connection got a pool, reused or new: {:?}",
-        last.0
-    );
+    assert_pools_match_connections(&s, "every connection got a pool, reused or new");
     assert!(
         after.num("RWorkerPoolsReused") >= n,
         "pools are recycled, not created per connection: {:?}",
@@ -178,16 +180,7 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
         "RWorkerConnections went back or missed the new load: {total_connections} before, {:?}",
         restarted.0
     );
-    let mut last = restarted;
-    let matched = wait_until(Duration::from_secs(10), || {
-        last = status(&s);
-        pools_match(&last)
-    });
-    assert!(
-        matched,
-        "pools and connections after the restart: {:?}",
-        last.0
-    );
+    assert_pools_match_connections(&s, "pools and connections after the restart");
     s.assert_no_warnings_in_error_log();
 }
 

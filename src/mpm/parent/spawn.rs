@@ -117,7 +117,7 @@ impl Parent {
                 // next maintenance cycle, but not in a loop.
                 r.set_signal_deaths_in_a_row(r.signal_deaths_in_a_row() + 1);
                 self.make_child(slot, slot % nb);
-            } else if self.owes_children() {
+            } else if self.owed_children() > 0 {
                 // An old child left after a graceful restart: its slot takes a new one now.
                 self.make_child(slot, slot % nb);
             }

@@ -69,7 +69,7 @@ impl Parent {
     }
 
     /// Children the takeover still owes (0 once it is done).
-    fn owed_children(&mut self) -> c_int {
+    pub(super) fn owed_children(&mut self) -> c_int {
         if self.takeover > 0 {
             let owed = self.takeover - self.children_of(self.r.my_generation());
             if owed <= 0 {
@@ -87,11 +87,6 @@ impl Parent {
         if owed > 0 {
             self.startup_children(owed);
         }
-    }
-
-    /// Whether the takeover still owes a child (for a slot that just freed up).
-    pub(super) fn owes_children(&mut self) -> bool {
-        self.owed_children() > 0
     }
 
     /// After a graceful restart: waits until every child the new generation started has
