@@ -23,9 +23,10 @@ fn held_download(s: &Server) -> RawConn {
     c
 }
 
-/// Reads a held download to its end; the bytes of the body that arrived.
-fn finish(mut c: RawConn) -> u64 {
-    let mut buf = vec![0u8; 1 << 20];
+/// Reads a held download to its end, pausing `pause` after each read (a slow reader);
+/// the bytes of the body that arrived.
+fn finish(mut c: RawConn, pause: Duration) -> u64 {
+    let mut buf = vec![0u8; 256 * 1024];
     let mut got = 0u64;
     loop {
         match c.read_some(&mut buf) {
@@ -33,6 +34,7 @@ fn finish(mut c: RawConn) -> u64 {
             Ok(n) => got += n as u64,
             Err(e) => panic!("download cut after {got} bytes: {e}"),
         }
+        thread::sleep(pause);
     }
 }
 
@@ -53,7 +55,11 @@ fn small_server(start: u32, max_request_workers: u32) -> ServerOpts {
 /// downloads do hold every thread: MaxRequestWorkers is reached, and said).
 fn finish_downloads_then_old_generation_leaves(s: &Server, downloads: Vec<RawConn>, old: &[i32]) {
     for d in downloads {
-        assert_eq!(finish(d), SIXTY_FOUR_MB, "a download spanning the restart");
+        assert_eq!(
+            finish(d, Duration::ZERO),
+            SIXTY_FOUR_MB,
+            "a download spanning the restart"
+        );
     }
     assert_gone_and_reaped(s, old, "old generation after its downloads");
     assert_no_scoreboard_trouble(s);
@@ -234,24 +240,10 @@ fn restarts_with_parked_idle_connections_and_a_slow_download() {
     raise_fd_limit();
     let s = Server::start(ServerOpts::default().line("RWorkerKeepAlive park"));
     let idle = idle_keep_alive_connections(&s, 1000);
-    let mut download = RawConn::connect_with_rcvbuf(&s.addr(), 64 * 1024);
-    download.send(b"GET /64m.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    let (status, _) = download.read_head();
-    assert_eq!(status, 200);
+    let download = held_download(&s);
     // A slow reader: with a 64 KiB receive buffer each read returns at most about that
     // much, so the body takes over 1,000 reads, 12 ms apart: longer than the restarts.
-    let reader = thread::spawn(move || {
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut got = 0u64;
-        loop {
-            match download.read_some(&mut buf) {
-                Ok(0) => return got,
-                Ok(n) => got += n as u64,
-                Err(e) => panic!("slow download cut after {got} bytes: {e}"),
-            }
-            thread::sleep(Duration::from_millis(12));
-        }
-    });
+    let reader = thread::spawn(move || finish(download, Duration::from_millis(12)));
     let s = restarts_under_wrk_on(s, &[], 10);
     let got = reader.join().expect("reader");
     assert_eq!(got, SIXTY_FOUR_MB, "slow download\n{}", s.error_log());
