@@ -86,8 +86,11 @@ fn the_new_generation_serves_while_old_children_finish_downloads() {
         return;
     }
     let s = Server::start(small_server(2, 4));
+    // The server answers as soon as its first child does: poll for the second (CI on a
+    // loaded machine once read one child here).
+    let both = wait_until(Duration::from_secs(15), || s.children().len() == 2);
     let old = s.children();
-    assert_eq!(old.len(), 2, "children at start: {old:?}");
+    assert!(both, "children at start: {old:?}");
     let downloads: Vec<RawConn> = (0..4).map(|_| held_download(&s)).collect();
 
     s.graceful();
