@@ -164,33 +164,18 @@ fn restarts_under_wrk(wrk_args: &[&str], times: u32) {
 }
 
 fn restarts_under_wrk_on(s: Server, wrk_args: &[&str], times: u32) -> Server {
-    let url = s.url("/index.html");
-    let duration = format!("{}s", times + 3);
-    let args: Vec<String> = ["-t2", "-c50", "-d", &duration, "--timeout", "20s"]
-        .iter()
-        .chain(wrk_args)
-        .map(|a| a.to_string())
-        .collect();
-    let (tx, rx) = mpsc::channel();
-    let wrk = thread::spawn(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let r = run_wrk(&args, &url);
-        let _ = tx.send(());
-        r
-    });
-    let mut sent = 0;
+    let mut args = vec!["-t2", "-c50", "--timeout", "20s"];
+    args.extend(wrk_args);
+    // wrk runs until every restart was sent and two seconds more: `-k graceful` parses
+    // the configuration first, which takes a second or more on a busy machine.
+    let wrk = WrkLoad::start(&args, &s.url("/index.html"));
     thread::sleep(Duration::from_secs(1));
-    while sent < times && rx.try_recv().is_err() {
+    for _ in 0..times {
         s.graceful();
-        sent += 1;
         thread::sleep(Duration::from_secs(1));
     }
-    let r = wrk.join().expect("wrk thread");
-    assert_eq!(
-        sent, times,
-        "wrk ended before every restart was sent\n{}",
-        r.output
-    );
+    thread::sleep(Duration::from_secs(1));
+    let r = wrk.stop();
     assert!(r.requests > 0, "{}", r.output);
     assert_eq!(
         r.socket_errors, [0; 4],
@@ -213,7 +198,12 @@ fn restarts_under_wrk_on(s: Server, wrk_args: &[&str], times: u32) -> Server {
         describe_processes(&s.processes())
     );
     assert_no_scoreboard_trouble(&s);
-    s.assert_no_warnings_in_error_log();
+    // AH00286 says every worker of the generation was busy at one maintenance census: a
+    // capacity report, not a fault. It came once in a CI run with the other tests of this
+    // file beside it on 2 CPUs (closing workers whose client's FIN had arrived wait for a
+    // CPU, and wrk opens the next connections meanwhile), and in none of 24 runs of this
+    // file three at a time here. Whether a request was cut is what wrk counts above.
+    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
     s
 }
 

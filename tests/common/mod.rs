@@ -1026,6 +1026,41 @@ pub fn run_wrk(args: &[&str], url: &str) -> WrkResult {
     rworker_testkit::wrk::run_wrk(args, url, log.path(), |_| {}).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// wrk running until [`WrkLoad::stop`]: for a test whose load must span steps that take
+/// as long as the machine makes them (restarts), not a duration fixed in advance.
+pub struct WrkLoad {
+    pid: libc::pid_t,
+    run: std::thread::JoinHandle<WrkResult>,
+}
+
+impl WrkLoad {
+    /// Starts `wrk <args> <url>` (`args` without `-d`) and returns once it runs.
+    pub fn start(args: &[&str], url: &str) -> WrkLoad {
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.extend(["-d".into(), "1h".into()]);
+        let url = url.to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let run = std::thread::spawn(move || {
+            let log = tempfile::NamedTempFile::new().expect("temp file for wrk's output");
+            rworker_testkit::wrk::run_wrk(&args, &url, log.path(), |pid| {
+                let _ = tx.send(pid);
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        });
+        let pid = rx.recv().expect("wrk started");
+        WrkLoad { pid, run }
+    }
+
+    /// Stops wrk (SIGINT: it ends its connections and prints its figures) and returns them.
+    pub fn stop(self) -> WrkResult {
+        // SAFETY: kill(2) on our own child, not yet reaped (its runner thread waits on it).
+        unsafe { libc::kill(self.pid, libc::SIGINT) };
+        self.run
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // /proc and small utilities
 
