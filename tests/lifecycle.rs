@@ -324,3 +324,33 @@ fn foreground_mode_exits_on_sigterm() {
 fn foreground_mode_exits_on_sigint() {
     foreground_serves_then_exits_on(libc::SIGINT);
 }
+
+/// The parent raises its soft open-file limit to the hard one before it forks, says so at
+/// info with the figures, and its children run with it (a parking child holds a
+/// descriptor per connection; `src/mpm/open_files.rs`).
+#[test]
+fn the_parent_raises_the_soft_open_file_limit_to_the_hard_one() {
+    if skip_unless_rworker("the_parent_raises_the_soft_open_file_limit_to_the_hard_one") {
+        return;
+    }
+    let s = Server::start(ServerOpts::default().open_files(1024, 4096));
+    let log = s.error_log();
+    assert!(
+        log.contains("RW00040: raised the open-file limit from 1024 to 4096"),
+        "{log}"
+    );
+    for pid in s.children() {
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap_or_default()
+            .to_string();
+        if line.is_empty() {
+            continue; // the child exited meanwhile
+        }
+        let soft: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+        assert_eq!(soft, ["4096", "4096"], "child {pid}: {line}");
+    }
+    s.assert_no_warnings_in_error_log();
+}

@@ -287,3 +287,74 @@ fn a_child_of_one_thread_serves_parked_connections_through_its_accepting_worker(
     );
     s.assert_no_warnings_in_error_log();
 }
+
+/// Issue 20, the open-file limit. Under soft and hard limits of 1,024 (systemd's default
+/// soft limit) with Debian's sizing (StartServers 2, MaxRequestWorkers 150 in children of
+/// 25), 3,000 idle keep-alive clients: each child stops accepting before it runs out of
+/// descriptors, the parent forks more children for the clients that wait and warns once
+/// (RW00041), and every held connection answers its next request. Before: children met
+/// EMFILE (AH02179), retired sick, and dropped every connection they held.
+#[test]
+fn at_the_open_file_limit_children_stop_accepting_and_keep_what_they_hold() {
+    if !rworker_only() {
+        return;
+    }
+    let s = Server::start(
+        ServerOpts::default()
+            .open_files(1024, 1024)
+            .keep_alive(true)
+            .max_keep_alive_requests(0)
+            .line("KeepAliveTimeout 120")
+            .line("RWorkerKeepAlive park"),
+    );
+    let mut conns = idle_connections(&s, 3000);
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(REQ).unwrap();
+        assert_eq!(
+            read_response(c),
+            Some(200),
+            "next request on held connection {i}\n{}",
+            s.error_log()
+        );
+    }
+    let log = s.error_log();
+    assert!(
+        log.contains("RW00041"),
+        "no warning that children reached their open-file limit:\n{log}"
+    );
+    s.assert_no_warnings_in_error_log_except(&["RW00041"]);
+}
+
+/// Issue 20, the fourth defect. On Debian's sizing with StartServers 6 the server has 150
+/// threads for MaxSpareThreads 75, so idle maintenance retires children, one a second.
+/// 300 idle keep-alive connections parked over them are work, though they hold no thread:
+/// no child that holds them retires (before: three did, and closed what they held), and
+/// after five maintenance cycles every connection answers its next request.
+#[test]
+fn children_that_hold_parked_connections_are_not_retired_as_spare() {
+    if !rworker_only() {
+        return;
+    }
+    let s = Server::start(
+        ServerOpts::default()
+            .start_servers(6)
+            .keep_alive(true)
+            .max_keep_alive_requests(0)
+            .line("KeepAliveTimeout 60")
+            .line("RWorkerKeepAlive park"),
+    );
+    let mut conns = idle_connections(&s, 300);
+    // Time for the server to do wrong: five maintenance cycles (the check is what every
+    // connection answers, not what the server looks like at this instant).
+    std::thread::sleep(Duration::from_secs(5));
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(REQ).unwrap();
+        assert_eq!(
+            read_response(c),
+            Some(200),
+            "next request on parked connection {i}\n{}",
+            s.error_log()
+        );
+    }
+    s.assert_no_warnings_in_error_log();
+}

@@ -240,8 +240,8 @@ impl ListenBuckets {
 /// them.
 pub fn signal_kept_pods(fds: &[RawFd], slots: c_int, how: PodMessage) {
     let byte = match how {
-        PodMessage::Graceful => sys::AP_MPM_PODX_GRACEFUL_CHAR as u8,
-        PodMessage::Restart => sys::AP_MPM_PODX_RESTART_CHAR as u8,
+        PodMessage::Graceful => sys::AP_MPM_PODX_GRACEFUL_CHAR,
+        PodMessage::Restart => sys::AP_MPM_PODX_RESTART_CHAR,
         PodMessage::None => {
             close_fds(fds);
             return;
@@ -386,13 +386,38 @@ unsafe fn accept_on(lr: NonNull<sys::ap_listen_rec>, ptrans: &mut Pool) -> Accep
         ((*lr).accept_func.unwrap_or(sys::ap_unixd_accept))(&mut sock, lr, ptrans.as_ptr())
     };
     if rv == sys::APR_EGENERAL as sys::apr_status_t {
-        return Accepted::Broken;
+        // ap_unixd_accept logged AH02179 and gives no cause; errno may still hold it, and
+        // where logging overwrote it, a descriptor we cannot get says the same.
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        return if out_of_files(errno) || out_of_files(probe_descriptor()) {
+            Accepted::OutOfFiles
+        } else {
+            Accepted::Broken
+        };
     }
     // SAFETY: on success the socket is open, ours alone, and lives in ptrans.
     match unsafe { ClientSocket::from_raw(sock as *mut sys::apr_socket_t) } {
         Some(s) => Accepted::Socket(s),
         None => Accepted::Nothing,
     }
+}
+
+fn out_of_files(errno: Option<i32>) -> bool {
+    matches!(errno, Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+/// Takes a descriptor and gives it back: None when one could be had, else the errno.
+fn probe_descriptor() -> Option<i32> {
+    // SAFETY: duplicates stdin's descriptor number (valid or not: an error either way is
+    // returned, not undefined) and closes only the new descriptor it got.
+    unsafe {
+        let fd = libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 0);
+        if fd < 0 {
+            return std::io::Error::last_os_error().raw_os_error();
+        }
+        libc::close(fd);
+    }
+    None
 }
 
 /// What one accept gave.
@@ -404,6 +429,9 @@ pub enum Accepted {
     Nothing,
     /// The listener is broken (`ap_unixd_accept` logged why): the child should retire.
     Broken,
+    /// The process (or the system) is out of descriptors (EMFILE, ENFILE; the core logged
+    /// AH02179): a child that holds connections waits for some to close.
+    OutOfFiles,
 }
 
 impl Listener {

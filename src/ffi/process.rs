@@ -182,3 +182,60 @@ pub fn open_files_limit() -> u64 {
     }
     r.rlim_cur
 }
+
+/// The soft and hard limits on open descriptors (RLIMIT_NOFILE; `u64::MAX` for
+/// unlimited), or None when they cannot be read.
+pub fn open_files_limits() -> Option<(u64, u64)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return None;
+    }
+    let unlimited = |v: libc::rlim_t| {
+        if v == libc::RLIM_INFINITY {
+            u64::MAX
+        } else {
+            v
+        }
+    };
+    Some((unlimited(r.rlim_cur), unlimited(r.rlim_max)))
+}
+
+/// Sets the soft limit on open descriptors to `soft` (at most the hard limit, which is
+/// left as it is). Errors: errno.
+pub fn set_open_files_soft_limit(soft: u64) -> Result<(), i32> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        r.rlim_cur = soft as libc::rlim_t;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+    }
+    Ok(())
+}
+
+/// The kernel's ceiling for any process's open-file limit (`fs.nr_open`), if readable.
+pub fn kernel_open_files_ceiling() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Descriptors this process has open now (entries of /proc/self/fd, less the one that
+/// reading the directory opens), if readable.
+pub fn descriptors_in_use() -> Option<u64> {
+    let n = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    Some(n.saturating_sub(1))
+}

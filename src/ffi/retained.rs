@@ -44,6 +44,7 @@ struct Block {
     old_pods_cap: c_int,
     shared_rows: *mut c_void,
     shared_rows_len: c_int,
+    file_limit_reported: c_int,
 }
 
 /// Address of the block once looked up (see [`Retained::lookup`]).
@@ -239,6 +240,10 @@ impl Retained {
         scoreboard_full_cycles, set_scoreboard_full_cycles
     );
     own_int!(
+        /// RW00041 (children at their open-file limit) was logged; reset once none is.
+        file_limit_reported, set_file_limit_reported
+    );
+    own_int!(
         /// Children of the generation that a graceful restart replaced that were still
         /// accepting then: the size the new generation takes over with.
         children_at_restart, set_children_at_restart
@@ -254,7 +259,7 @@ impl Retained {
         // one (also in ap_pglobal) is abandoned.
         unsafe {
             if (*b).old_pods.is_null() || ((*b).old_pods_cap as usize) < fds.len() {
-                let bytes = std::mem::size_of::<c_int>() * fds.len();
+                let bytes = std::mem::size_of_val(fds);
                 (*b).old_pods = sys::apr_palloc(sys::ap_pglobal, bytes as _) as *mut c_int;
                 (*b).old_pods_cap = fds.len() as c_int;
             }

@@ -44,6 +44,9 @@ pub struct Idle {
     pub last: Wait,
     /// The child's open connections now.
     pub open: usize,
+    /// The child holds as many connections as its open-file limit allows
+    /// (`crate::mpm::open_files`).
+    pub at_file_limit: bool,
 }
 
 /// The fdqueue's share of the idle workers (see the module doc).
@@ -98,9 +101,10 @@ impl IdleSplit {
             // a child of one or two threads went from accept to accept (which returns at
             // once) and parked connections waited for a lull (5 s at ThreadsPerChild 1).
             Wait::Queue
-        } else if !self.may_accept(w.open) {
-            // More connections than the least loaded sibling plus a child's threads: new
-            // connections are for the others now (see accept_cap).
+        } else if w.at_file_limit || !self.may_accept(w.open) {
+            // More connections than the least loaded sibling plus a child's threads (see
+            // accept_cap), or than the child has descriptors for: new connections are for
+            // the others now.
             Wait::Queue
         } else if w.in_accept == 0 {
             // Even while the listener waits for a worker: under overload it always does,
@@ -281,6 +285,7 @@ mod tests {
             on_queue,
             last: Wait::Queue,
             open: 0,
+            at_file_limit: false,
         }
     }
 
@@ -366,6 +371,14 @@ mod tests {
         assert_eq!(
             s.choose(Idle {
                 open: 70,
+                ..idle(0, 1)
+            }),
+            Wait::Queue
+        );
+        // At its open-file limit a child accepts nothing, whatever its siblings hold.
+        assert_eq!(
+            s.choose(Idle {
+                at_file_limit: true,
                 ..idle(0, 1)
             }),
             Wait::Queue

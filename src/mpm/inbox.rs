@@ -4,12 +4,13 @@
 //! and writes the listener's eventfd only when the listener sleeps. Once the record is
 //! pushed the worker has nothing left of the connection: the value moved.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use rworker_queue::{Inbox, Wake};
 
 use crate::ffi::async_conn::AsyncConn;
 use crate::ffi::epoll::WakeFd;
+use crate::ffi::log::level;
 use crate::ffi::scoreboard;
 use crate::mpm::idle_split::IdleSplit;
 
@@ -50,17 +51,23 @@ pub struct Parking {
     open: AtomicU32,
     /// Connections a module suspended (`CONN_STATE_SUSPENDED`).
     suspended: AtomicU32,
+    /// The most connections the child may hold for its open-file limit
+    /// (`crate::mpm::open_files`).
+    max_open: AtomicUsize,
+    /// The child met EMFILE in accept (logged once).
+    out_of_files: AtomicBool,
     /// The child's scoreboard slot, where `open` is published for its siblings.
     slot: std::os::raw::c_int,
 }
 
 impl Parking {
     /// For the child in scoreboard `slot`, of `threads_per_child` workers among `children`
-    /// slots. Errors: errno (no eventfd).
+    /// slots, that may hold `max_open` connections. Errors: errno (no eventfd).
     pub fn new(
         slot: std::os::raw::c_int,
         threads_per_child: usize,
         children: usize,
+        max_open: usize,
     ) -> Result<Parking, i32> {
         Ok(Parking {
             // A worker parks at most one connection at a time, and the listener drains
@@ -71,6 +78,8 @@ impl Parking {
             split: IdleSplit::new(threads_per_child, children),
             open: AtomicU32::new(0),
             suspended: AtomicU32::new(0),
+            max_open: AtomicUsize::new(max_open),
+            out_of_files: AtomicBool::new(false),
             slot,
         })
     }
@@ -180,5 +189,28 @@ impl Parking {
     pub fn suspended_count(&self) -> u32 {
         // Relaxed: a statistic.
         self.suspended.load(Ordering::Relaxed)
+    }
+
+    /// The child holds as many connections as its open-file limit allows: it accepts no
+    /// more until some close.
+    pub fn at_file_limit(&self) -> bool {
+        // Relaxed: max_open only shrinks, and a stale read costs one connection more or
+        // less (the reserve in `open_files` covers it).
+        self.open() as usize >= self.max_open.load(Ordering::Relaxed)
+    }
+
+    /// Accept met EMFILE or ENFILE: what the child holds now is its budget from now on
+    /// (modules hold more descriptors than `open_files` reserved); logged once.
+    pub fn out_of_files(&self) {
+        let open = (self.open() as usize).max(1);
+        // Relaxed: as in at_file_limit.
+        self.max_open.fetch_min(open, Ordering::Relaxed);
+        if !self.out_of_files.swap(true, Ordering::Relaxed) {
+            crate::mpm_log!(
+                level::WARNING,
+                0,
+                "RW00042: accept found no free descriptor with {open} connections open: this child holds at most that many from now on (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
+            );
+        }
     }
 }

@@ -136,7 +136,9 @@ impl Listener {
                 Accepted::Socket(s) => s,
                 // Interrupted, or a benign accept error (reset, aborted…).
                 Accepted::Nothing => continue,
-                Accepted::Broken => {
+                // Without parking a child holds no more connections than it has threads:
+                // out of descriptors there is the shortage the stock worker retires for.
+                Accepted::Broken | Accepted::OutOfFiles => {
                     // ap_unixd_accept logged the cause; a broken listener is a resource
                     // shortage.
                     rt.shutdown.mark_sick();

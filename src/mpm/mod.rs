@@ -12,7 +12,8 @@
 //! - `handoff`, `conn`: the listener → worker hand-off (idle workers, recycled pools)
 //!   and the connection that travels through it;
 //! - `listen`, `settings`: the generation's listen buckets and settings; `status`: the
-//!   figures rworker adds to server-status (counters shared by all children).
+//!   figures rworker adds to server-status (counters shared by all children);
+//!   `open_files`: the open-file limit against the connections a child holds.
 
 pub mod child;
 pub mod config_pass;
@@ -24,6 +25,7 @@ pub mod inbox;
 pub mod listen;
 pub mod listener;
 pub mod module;
+pub mod open_files;
 pub mod parent;
 pub mod parking;
 pub mod query;

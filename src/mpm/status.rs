@@ -19,7 +19,7 @@ use crate::ffi::shm::{Row, SharedRows};
 use crate::ffi::status::{Flags, Output};
 
 /// Counters per row that the MPM uses (the shared row has room for more).
-pub const COUNTERS: usize = 7;
+pub const COUNTERS: usize = 8;
 
 /// What a row counts (the index of each counter in it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +41,19 @@ pub enum Counter {
     IdleWorkers = 5,
     /// Connections parked in the listener (a gauge; `RWorkerKeepAlive park`).
     Parked = 6,
+    /// 1 while the child holds as many connections as its open-file limit allows and
+    /// accepts no more (a gauge; `crate::mpm::open_files`): summed, the children at their
+    /// limit.
+    AtFileLimit = 7,
+}
+
+impl Counter {
+    /// A gauge (a value now, counted for live children only) rather than a total.
+    fn is_gauge(i: usize) -> bool {
+        [Counter::IdleWorkers, Counter::Parked, Counter::AtFileLimit]
+            .iter()
+            .any(|&c| c as usize == i)
+    }
 }
 
 /// Maps the rows if this process has none yet (the parent, before it forks).
@@ -123,8 +136,7 @@ pub fn total(rows: &[[u64; COUNTERS]], live: impl Fn(usize) -> bool) -> Totals {
     for (slot, row) in rows.iter().enumerate() {
         let alive = live(slot);
         for (i, v) in row.iter().enumerate() {
-            let gauge = i == Counter::IdleWorkers as usize || i == Counter::Parked as usize;
-            if !gauge || alive {
+            if !Counter::is_gauge(i) || alive {
                 t.sums[i] += v;
             }
         }
@@ -157,6 +169,7 @@ pub fn auto_lines(t: &Totals, extended: bool) -> String {
         "PoolsCreated",
         "IdleWorkers",
         "Parked",
+        "AtFileLimit",
     ];
     let mut s = String::new();
     for (name, v) in NAMES.iter().zip(t.sums) {
@@ -182,7 +195,8 @@ pub fn html(t: &Totals) -> String {
          <dt>Connections accepted: {}, handed to workers: {}</dt>\n\
          <dt>Futex wakes: {} ({} per hand-off)</dt>\n\
          <dt>Transaction pools reused: {}, created: {}</dt>\n\
-         <dt>Idle workers: {} in {} children; connections parked in listeners: {}</dt>\n</dl>\n",
+         <dt>Idle workers: {} in {} children; connections parked in listeners: {}</dt>\n\
+         <dt>Children at their open-file limit: {}</dt>\n</dl>\n",
         c(Counter::Connections),
         c(Counter::Handoffs),
         c(Counter::FutexWakes),
@@ -191,7 +205,8 @@ pub fn html(t: &Totals) -> String {
         c(Counter::PoolsCreated),
         c(Counter::IdleWorkers),
         t.children,
-        c(Counter::Parked)
+        c(Counter::Parked),
+        c(Counter::AtFileLimit)
     )
 }
 
@@ -225,12 +240,12 @@ mod tests {
     #[test]
     fn totals_count_every_row_and_gauges_of_live_children_only() {
         let rows = [
-            [10, 10, 9, 7, 3, 4, 1],
-            [5, 5, 6, 5, 0, 2, 0],
-            [100, 100, 80, 99, 1, 25, 9],
+            [10, 10, 9, 7, 3, 4, 1, 1],
+            [5, 5, 6, 5, 0, 2, 0, 0],
+            [100, 100, 80, 99, 1, 25, 9, 1],
         ];
         let t = total(&rows, |slot| slot != 2);
-        assert_eq!(t.sums, [115, 115, 95, 111, 4, 6, 1]);
+        assert_eq!(t.sums, [115, 115, 95, 111, 4, 6, 1, 1]);
         assert_eq!(t.children, 2);
         assert_eq!(
             t.per_child.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
@@ -240,7 +255,7 @@ mod tests {
 
     #[test]
     fn auto_lines_have_keys_without_spaces_and_the_ratio() {
-        let t = total(&[[4, 4, 3, 2, 2, 1, 0], [0; COUNTERS]], |_| true);
+        let t = total(&[[4, 4, 3, 2, 2, 1, 0, 0], [0; COUNTERS]], |_| true);
         let text = auto_lines(&t, true);
         for line in text.lines() {
             let (k, v) = line.split_once(": ").expect("Key: value");

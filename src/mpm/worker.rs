@@ -164,6 +164,7 @@ impl Worker {
                 nudged: std::mem::take(&mut nudged) && !stopping,
                 last,
                 open: parking.open() as usize,
+                at_file_limit: parking.at_file_limit(),
                 listener_waits: parking.listener_waits(),
                 in_accept: acc.waiting(),
                 on_queue: rt.handoff.idlers() as usize,

@@ -147,9 +147,19 @@ impl WorkerAccept {
                     Next::Again(pool)
                 }
             }
-            Accepted::Broken => {
+            Accepted::OutOfFiles if rt.parking.is_some() => {
+                // A parking child keeps what it holds: it accepts no more until some
+                // close, and its workers wait on the fdqueue meanwhile.
+                self.budget.release();
+                if let Some(p) = &rt.parking {
+                    p.out_of_files();
+                }
+                Next::Again(pool)
+            }
+            Accepted::Broken | Accepted::OutOfFiles => {
                 // ap_unixd_accept logged the cause; a broken listener is a resource
-                // shortage, as with the listener thread.
+                // shortage, as with the listener thread (without parking a child holds no
+                // more connections than it has threads).
                 self.budget.release();
                 self.retire_sick(rt);
                 Next::Stop

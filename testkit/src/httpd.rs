@@ -13,6 +13,7 @@ use std::fs;
 use std::io;
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -90,22 +91,47 @@ impl Httpd {
 
     /// Runs `apache2 -f <conf> <args>` to completion; the exit status is not checked.
     pub fn apache2(&self, args: &[&str]) -> io::Result<Output> {
-        Command::new(APACHE2)
-            .arg("-f")
+        self.apache2_with_open_files(args, None)
+    }
+
+    /// As [`Httpd::apache2`], with the (soft, hard) open-file limit set for the command
+    /// and what it starts (None: this process's).
+    pub fn apache2_with_open_files(
+        &self,
+        args: &[&str],
+        open_files: Option<(u64, u64)>,
+    ) -> io::Result<Output> {
+        let mut cmd = Command::new(APACHE2);
+        cmd.arg("-f")
             .arg(&self.conf)
             .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "run {APACHE2} -f {} {}: {e}",
-                        self.conf.display(),
-                        args.join(" ")
-                    ),
-                )
-            })
+            .stdin(Stdio::null());
+        if let Some((soft, hard)) = open_files {
+            let limit = libc::rlimit {
+                rlim_cur: soft as libc::rlim_t,
+                rlim_max: hard as libc::rlim_t,
+            };
+            // SAFETY: the closure runs in the forked child before exec and only calls
+            // setrlimit(2), which is async-signal-safe, on a value it owns.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        cmd.output().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "run {APACHE2} -f {} {}: {e}",
+                    self.conf.display(),
+                    args.join(" ")
+                ),
+            )
+        })
     }
 
     /// The pid in its pidfile, if there is one (the parent, once it is up).
@@ -123,9 +149,22 @@ impl Httpd {
     /// pidfile, so both are awaited). Returns the parent's pid. On failure the server may be
     /// half up: the caller stops it ([`Httpd::stop`]) before retrying or giving up.
     pub fn start(&self, port: u16, timeout: Duration) -> Result<i32, StartFailure> {
-        let out = self.apache2(&["-k", "start"]).map_err(|e| StartFailure {
-            text: e.to_string(),
-        })?;
+        self.start_with_open_files(port, timeout, None)
+    }
+
+    /// As [`Httpd::start`], with the server's (soft, hard) open-file limit set to
+    /// `open_files` (None: this process's).
+    pub fn start_with_open_files(
+        &self,
+        port: u16,
+        timeout: Duration,
+        open_files: Option<(u64, u64)>,
+    ) -> Result<i32, StartFailure> {
+        let out = self
+            .apache2_with_open_files(&["-k", "start"], open_files)
+            .map_err(|e| StartFailure {
+                text: e.to_string(),
+            })?;
         let up = out.status.success()
             && wait_until(timeout, || {
                 self.pid().is_some_and(procfs::alive)

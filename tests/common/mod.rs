@@ -135,6 +135,8 @@ pub struct ServerOpts {
     pub max_keep_alive_requests: Option<u32>,
     pub max_connections_per_child: Option<u32>,
     pub graceful_shutdown_timeout: Option<u32>,
+    /// The server's (soft, hard) open-file limit (None: the test process's).
+    pub open_files: Option<(u64, u64)>,
     /// Extra configuration lines, appended verbatim at the end of httpd.conf.
     pub extra: Vec<String>,
 }
@@ -153,6 +155,7 @@ impl Default for ServerOpts {
             max_keep_alive_requests: None,
             max_connections_per_child: None,
             graceful_shutdown_timeout: None,
+            open_files: None,
             extra: Vec::new(),
         }
     }
@@ -211,6 +214,11 @@ impl ServerOpts {
     }
     pub fn graceful_shutdown_timeout(mut self, secs: u32) -> Self {
         self.graceful_shutdown_timeout = Some(secs);
+        self
+    }
+    /// Starts the server with this (soft, hard) open-file limit.
+    pub fn open_files(mut self, soft: u64, hard: u64) -> Self {
+        self.open_files = Some((soft, hard));
         self
     }
     pub fn line(mut self, line: impl Into<String>) -> Self {
@@ -328,7 +336,11 @@ impl Server {
         for attempt in 0..3 {
             // Listeners open (and connections queue) before the parent writes its pidfile;
             // both can lag on a loaded machine.
-            match self.httpd.start(self.port, Duration::from_secs(25)) {
+            match self.httpd.start_with_open_files(
+                self.port,
+                Duration::from_secs(25),
+                self.opts.open_files,
+            ) {
                 Ok(parent) => {
                     self.parent = Some(parent);
                     // The parent forks its first children after it wrote the pidfile; on a

@@ -29,7 +29,7 @@ use crate::mpm::runtime::{
 use crate::mpm::settings::{AcceptMode, AcceptSite, KeepAliveMode, ListenerBecause};
 use crate::mpm::status::{ChildCounters, Counter};
 use crate::mpm::worker_accept::WorkerAccept;
-use crate::mpm::{listen, listener, settings};
+use crate::mpm::{listen, listener, open_files, settings};
 use crate::sys;
 use starter::Acceptor;
 
@@ -277,7 +277,12 @@ fn build_runtime(
     )?;
     let handoff = Handoff::new(st.queue, tpc, pconf)?;
     let parking = match st.keep_alive {
-        KeepAliveMode::Park => Some(Parking::new(slot, tpc, st.daemons_limit.max(1) as usize)?),
+        KeepAliveMode::Park => Some(Parking::new(
+            slot,
+            tpc,
+            st.daemons_limit.max(1) as usize,
+            open_files::child_connection_budget(tpc),
+        )?),
         KeepAliveMode::Thread => None,
     };
     let generation = Retained::lookup().map_or(0, |r| r.my_generation());

@@ -10,8 +10,11 @@
 //! grows into the slots above them instead of waiting for the old one to leave.
 
 use std::os::raw::c_int;
+use std::sync::atomic::Ordering;
 
+use crate::ffi::retained::Retained;
 use crate::ffi::scoreboard::{self, status, ProcessSlot};
+use crate::mpm::status::Counter;
 use crate::sys;
 
 /// One bucket's census.
@@ -28,6 +31,13 @@ pub struct Census {
     /// dead ones first, at most the spawn rate and at most what the current generation
     /// may still grow by.
     pub free_slots: Vec<c_int>,
+    /// Live children of this generation that hold as many connections as their open-file
+    /// limit allows (`crate::mpm::open_files`): their threads do not count as idle, since
+    /// they take no new connection.
+    pub at_file_limit: c_int,
+    /// Connections that live children of this generation hold without a thread (parked:
+    /// their open connections less their busy threads): each will want one.
+    pub parked: c_int,
 }
 
 /// What the census reads of one child slot.
@@ -36,6 +46,11 @@ pub struct SlotView {
     pub process: ProcessSlot,
     /// The status of each of its first ThreadsPerChild threads.
     pub threads: Vec<c_int>,
+    /// The child accepts no more for its open-file limit (its status row).
+    pub at_file_limit: bool,
+    /// Its open connections (a parking child publishes each open and close at once; 0
+    /// for a child that does not park).
+    pub connections: u32,
 }
 
 /// Where and how far to look.
@@ -64,6 +79,8 @@ pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
         active_threads: 0,
         last_non_dead: -1,
         free_slots: Vec::new(),
+        at_file_limit: 0,
+        parked: 0,
     };
     let mut totally_free = 0usize;
     let nb = scope.num_buckets.max(1);
@@ -85,23 +102,32 @@ pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
         let v = read(i);
         let ps = v.process;
         let (mut any_dying, mut any_dead, mut all_dead) = (false, false, true);
+        let mut busy = 0u32;
+        let current = ps.pid != 0 && !ps.quiescing && ps.generation == scope.generation;
+        let accepts = !(current && v.at_file_limit);
+        c.at_file_limit += c_int::from(!accepts);
         for &st in &v.threads {
             any_dying |= st == status::GRACEFUL;
             any_dead |= st == status::DEAD;
             all_dead &= st == status::DEAD || st == status::GRACEFUL;
             if ps.pid != 0 {
-                if st <= status::READY && !ps.quiescing && ps.generation == scope.generation {
+                if st <= status::READY && current && accepts {
                     c.idle_threads += 1;
                 }
                 if (status::READY..status::GRACEFUL).contains(&st)
                     && ps.generation == scope.generation
                 {
                     c.active_threads += 1;
+                    busy += u32::from(st != status::READY);
                 }
             }
         }
-        if ps.pid != 0 && !ps.quiescing && ps.generation == scope.generation {
+        if current {
             live += 1;
+            let parked = v.connections.saturating_sub(busy);
+            c.parked = c
+                .parked
+                .saturating_add(parked.min(c_int::MAX as u32) as c_int);
         }
         if any_dead && !enough && (ps.pid == 0 || ps.quiescing) {
             if all_dead {
@@ -133,13 +159,20 @@ pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
     c
 }
 
-/// Counts one bucket from the live scoreboard.
+/// Counts one bucket from the live scoreboard and the children's status rows.
 pub fn take(scope: &Scope, threads_per_child: c_int) -> Census {
+    let rows = Retained::lookup().and_then(|r| r.shared_rows());
     count(scope, |slot| SlotView {
         process: scoreboard::process(slot),
         threads: (0..threads_per_child)
             .map(|t| scoreboard::thread_status(slot, t))
             .collect(),
+        at_file_limit: rows.is_some_and(|r| {
+            (slot as usize) < r.slots()
+                // Relaxed: a gauge the child's listener refreshes once a second.
+                && r.row(slot as usize)[Counter::AtFileLimit as usize].load(Ordering::Relaxed) != 0
+        }),
+        connections: scoreboard::connections(slot),
     })
 }
 
@@ -175,6 +208,8 @@ mod tests {
                 bucket: 0,
             },
             threads: t.to_vec(),
+            at_file_limit: false,
+            connections: 0,
         }
     }
 
@@ -275,6 +310,37 @@ mod tests {
             (0..6).collect::<Vec<_>>(),
             "nothing read above a full generation"
         );
+    }
+
+    #[test]
+    fn a_child_at_its_open_file_limit_has_no_idle_thread() {
+        let c = count(&scope(0, 1), |i| {
+            let mut v = match i {
+                0 | 1 => slot(100 + i, false, GEN, &[R, R, BUSY]),
+                _ => slot(0, false, 0, &[D, D, D]),
+            };
+            v.at_file_limit = i == 0;
+            v
+        });
+        assert_eq!(c.idle_threads, 2, "only slot 1's");
+        assert_eq!(c.active_threads, 6);
+        assert_eq!(c.at_file_limit, 1);
+    }
+
+    #[test]
+    fn parked_connections_of_this_generation_add_up() {
+        let c = count(&scope(0, 1), |i| {
+            let mut v = match i {
+                0 => slot(100, false, GEN, &[R, R]),
+                1 => slot(101, false, GEN, &[R, BUSY]), // one served, 39 parked
+                2 => slot(102, true, GEN, &[R, R]),     // quiescing: its own to finish
+                3 => slot(103, false, GEN - 1, &[R, R]), // old generation
+                _ => slot(0, false, 0, &[D, D]),
+            };
+            v.connections = 40;
+            v
+        });
+        assert_eq!(c.parked, 40 + 39);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::ffi::retained::Retained;
 use crate::ffi::{scoreboard, signal, thread};
 use crate::mpm::parent::census::Scope;
 use crate::mpm::parent::maintenance::{Action, Limits, Line, Memory};
-use crate::mpm::{child, listen as mpm_listen, settings, status};
+use crate::mpm::{child, listen as mpm_listen, open_files, settings, status};
 use crate::sys;
 
 /// Idle maintenance runs once a second (worker.c's cadence: its spawn rate doubles and
@@ -64,6 +64,8 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
         r.set_max_daemons_limit(-1);
     }
     scoreboard::set_running_generation(r.my_generation());
+    // Before any fork: children inherit the limit (a no-op once raised).
+    open_files::raise_soft_limit();
 
     let nb = mpm_listen::buckets().num_buckets() as c_int;
     settings::update(token, |st| settings::fit_buckets(st, nb));
@@ -272,6 +274,7 @@ impl Parent {
             maxclients_reported: r.maxclients_reported() != 0,
             near_maxclients_reported: r.near_maxclients_reported() != 0,
             scoreboard_full_cycles: r.scoreboard_full_cycles(),
+            file_limit_reported: r.file_limit_reported() != 0,
         };
         let d = maintenance::decide(&census, &limits, bucket == nb - 1, &mut m);
         r.set_spawn_rate(bucket as usize, m.spawn_rate);
@@ -281,6 +284,7 @@ impl Parent {
         r.set_maxclients_reported(m.maxclients_reported as c_int);
         r.set_near_maxclients_reported(m.near_maxclients_reported as c_int);
         r.set_scoreboard_full_cycles(m.scoreboard_full_cycles);
+        r.set_file_limit_reported(m.file_limit_reported as c_int);
         for line in &d.lines {
             log_line(line);
         }
@@ -317,10 +321,20 @@ fn log_line(line: &Line) {
         // Debug level, as shedding is routine; it also explains the keep-alive connections
         // the shed child closes after their current request (the core's keep-alive loop
         // stops once the MPM state is STOPPING, as with the stock worker).
-        Line::Shed { idle, max_idle } => crate::mpm_log!(
+        Line::Shed {
+            idle,
+            parked,
+            max_idle,
+        } => crate::mpm_log!(
             level::DEBUG,
             0,
-            "RW00004: {idle} idle threads > MaxSpareThreads {max_idle}: one child exits gracefully"
+            "RW00004: {idle} idle threads, less {parked} parked connections, > MaxSpareThreads {max_idle}: one child exits gracefully"
+        ),
+        Line::AtFileLimit { children } => crate::mpm_log!(
+            level::WARNING,
+            0,
+            "RW00041: {children} child(ren) hold as many connections as the open-file limit ({}) allows and accept no more until some close; new clients go to other children or wait; raise the limit (ulimit -n, or LimitNOFILE= under systemd)",
+            process::open_files_limit()
         ),
         Line::MaxRequestWorkersReached => crate::mpm_log!(
             level::ERR,

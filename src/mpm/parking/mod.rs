@@ -309,7 +309,8 @@ impl ParkingListener<'_> {
             siblings,
             self.rt.threads.workers(),
         ));
-        let was_capped = std::mem::replace(&mut self.capped, !split.may_accept(own as usize));
+        let full = !split.may_accept(own as usize) || self.parking.at_file_limit();
+        let was_capped = std::mem::replace(&mut self.capped, full);
         if self.capped || !self.ready.is_empty() {
             return;
         }
@@ -510,7 +511,8 @@ impl ParkingListener<'_> {
     }
 
     /// Arms the listening sockets while fewer than ThreadsPerChild accepted connections
-    /// wait for their first worker. A new connection joins the back of the ready FIFO,
+    /// wait for their first worker, and the child is below its open-file limit (else it
+    /// looks again at the next turn: a close, a timeout, at most `PUBLISH_EVERY`). A new connection joins the back of the ready FIFO,
     /// behind parked connections that became readable before it, so under overload new and
     /// kept-alive clients are served in arrival order. Only waiting *new* connections count
     /// against the bound: counting resumed ones too left reconnecting clients
@@ -521,6 +523,7 @@ impl ParkingListener<'_> {
         let want = !stopping
             && !self.listeners_closed
             && self.connections_left > 0
+            && !self.parking.at_file_limit()
             && self.ready.new_connections() < self.rt.threads.workers();
         if want != self.accepting {
             // Every child polls the same listening sockets: EPOLLEXCLUSIVE wakes one
@@ -555,6 +558,12 @@ impl ParkingListener<'_> {
             Accepted::Broken => {
                 self.rt.shutdown.mark_sick();
                 self.rt.ask_main_thread_to_stop(StopMode::Graceful);
+                return;
+            }
+            Accepted::OutOfFiles => {
+                // The child keeps what it holds and accepts again once some close
+                // (arm_listeners).
+                self.parking.out_of_files();
                 return;
             }
         };
@@ -614,6 +623,9 @@ impl ParkingListener<'_> {
             Counter::Parked,
             (a.keep_alive + a.wait_io + a.lingering_close) as u64,
         );
+        self.rt
+            .counters
+            .set(Counter::AtFileLimit, self.parking.at_file_limit() as u64);
     }
 
     /// Leaving: close whatever is left, close the inbox (workers then close their own
