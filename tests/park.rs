@@ -358,3 +358,36 @@ fn children_that_hold_parked_connections_are_not_retired_as_spare() {
     }
     s.assert_no_warnings_in_error_log();
 }
+
+/// A lingering close that the client keeps feeding: the server read what comes, waits on
+/// in the same place in its timeout list, and closes when the client does. Each write
+/// after the response lands on a connection still open (a closed socket would answer the
+/// first with a reset, and the next write would fail); then nothing stays parked.
+#[test]
+fn a_lingering_close_reads_what_the_client_still_sends_until_it_closes() {
+    let Some(s) = start() else {
+        return;
+    };
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = Vec::new();
+    c.read_to_end(&mut response).unwrap(); // the server shut its side down
+    assert!(response.starts_with(b"HTTP/1.1 200"));
+    for i in 0..5 {
+        // Well past the worker's short wait for a FIN: the connection is parked.
+        std::thread::sleep(Duration::from_millis(200));
+        c.write_all(b"more bytes the server never asked for\r\n")
+            .unwrap_or_else(|e| panic!("write {i} during the lingering close: {e}"));
+    }
+    drop(c);
+    let settled = wait_until(Duration::from_secs(20), || {
+        s.try_server_status_auto()
+            .is_ok_and(|st| st.num("RWorkerParked") == 0)
+    });
+    assert!(
+        settled,
+        "the lingering close stayed parked after the client closed"
+    );
+}

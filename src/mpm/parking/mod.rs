@@ -80,7 +80,8 @@ const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 struct Entry {
     conn: AsyncConn,
     state: ParkState,
-    /// When the wait ends (a lingering close keeps its first deadline when re-parked).
+    /// When the wait ends (a lingering close that reads data keeps it, and its place in
+    /// its timeout list).
     deadline: Instant,
 }
 
@@ -260,7 +261,7 @@ impl ParkingListener<'_> {
                 self.epoll.wait(if sleep { timeout } else { 0 }).collect();
             consumer.awake();
             for (key, hup) in events {
-                self.event(key, hup, Instant::now());
+                self.event(key, hup);
             }
         }
         self.finish(consumer);
@@ -397,11 +398,14 @@ impl ParkingListener<'_> {
             ParkState::Linger { short } if short || stopping => SHORT_LINGER,
             ParkState::Linger { .. } => LINGER,
         };
-        self.park(conn, state, now + wait, now);
+        self.park(conn, state, wait, now);
     }
 
-    /// Puts a connection in the table, the epoll set and its timeout list.
-    fn park(&mut self, mut conn: AsyncConn, state: ParkState, deadline: Instant, now: Instant) {
+    /// Puts a connection in the table, the epoll set and the timeout list of `wait` (its
+    /// class: a KeepAliveTimeout, Timeout, or a lingering bound), to expire `wait` after
+    /// `now`. The lists are keyed by class, not by time left, so there are only a few.
+    fn park(&mut self, mut conn: AsyncConn, state: ParkState, wait: Duration, now: Instant) {
+        let deadline = now + wait;
         let interest = match state {
             ParkState::WaitIo { read: false } => Interest::WriteOnce,
             _ => Interest::ReadOnce,
@@ -431,8 +435,7 @@ impl ParkingListener<'_> {
             }
             return;
         }
-        let timeout = deadline.saturating_duration_since(now);
-        self.timeouts.add(key.index(), key, timeout, now);
+        self.timeouts.add(key.index(), key, wait, now);
     }
 
     /// Deadlines that passed.
@@ -454,7 +457,7 @@ impl ParkingListener<'_> {
     }
 
     /// A ready registration.
-    fn event(&mut self, key: u64, hup: bool, now: Instant) {
+    fn event(&mut self, key: u64, hup: bool) {
         if key == WAKE {
             self.parking.wake.clear();
             return;
@@ -465,22 +468,33 @@ impl ParkingListener<'_> {
             return;
         }
         let key = Key::from_u64(key);
-        let Some(entry) = self.table.remove(key) else {
+        let Some(entry) = self.table.get_mut(key) else {
             return; // stale: the connection left the table since
+        };
+        if let ParkState::Linger { .. } = entry.state {
+            // A lingering close that read what came and is still open waits on, armed
+            // again, in its place in its timeout list (it keeps its first deadline).
+            if !hup && !entry.conn.drain() {
+                let fd = entry.conn.fd();
+                if self
+                    .epoll
+                    .modify(fd, Interest::ReadOnce, key.to_u64())
+                    .is_ok()
+                {
+                    return;
+                }
+            }
+        }
+        let Some(entry) = self.table.remove(key) else {
+            return;
         };
         self.timeouts.remove(key.index());
         match entry.state {
             ParkState::KeepAlive | ParkState::WaitIo { .. } => {
                 self.ready.push_back(Job::Resume(entry.conn));
             }
-            ParkState::Linger { short } => {
-                let mut conn = entry.conn;
-                if hup || conn.drain() {
-                    self.close_here(conn);
-                } else {
-                    self.park(conn, ParkState::Linger { short }, entry.deadline, now);
-                }
-            }
+            // Done (the client closed), or it could not be armed again.
+            ParkState::Linger { .. } => self.close_here(entry.conn),
         }
     }
 

@@ -1,7 +1,10 @@
-//! Timeout lists for parked connections: one FIFO per distinct timeout value (the
-//! KeepAliveTimeout of each vhost, Timeout, the 2 s and 30 s lingering bounds). Entries of
-//! one list are appended in time order with the same timeout, so each list stays sorted
-//! by deadline and expiry is O(expired): unlink from the front while due. The lists are
+//! Timeout lists for parked connections: one FIFO per timeout class (the
+//! KeepAliveTimeout of each vhost, Timeout, the 2 s and 30 s lingering bounds, the 1 s a
+//! stopping child gives keep-alive connections), so a handful of lists. Entries of one
+//! list are appended in time order with the same timeout, so each list stays sorted by
+//! deadline and expiry is O(expired): unlink from the front while due. (Callers never add
+//! a time left as a timeout: that would make a list per entry, and the scans of
+//! `next_deadline` and `expire` O(entries).) The lists are
 //! intrusive and doubly linked through nodes indexed by the parked connection's table
 //! slot, so a connection that becomes readable leaves its list in O(1) and nothing is
 //! kept for it afterwards.
