@@ -296,6 +296,16 @@ fn a_child_of_one_thread_serves_parked_connections_through_its_accepting_worker(
 /// EMFILE (AH02179), retired sick, and dropped every connection they held.
 #[test]
 fn at_the_open_file_limit_children_stop_accepting_and_keep_what_they_hold() {
+    holds_at_the_open_file_limit("workers");
+}
+
+/// The same where the listener thread accepts (`RWorkerAccept listener`).
+#[test]
+fn at_the_open_file_limit_a_listener_stops_accepting_and_keeps_what_it_holds() {
+    holds_at_the_open_file_limit("listener");
+}
+
+fn holds_at_the_open_file_limit(accept: &str) {
     if !rworker_only() {
         return;
     }
@@ -305,7 +315,8 @@ fn at_the_open_file_limit_children_stop_accepting_and_keep_what_they_hold() {
             .keep_alive(true)
             .max_keep_alive_requests(0)
             .line("KeepAliveTimeout 120")
-            .line("RWorkerKeepAlive park"),
+            .line("RWorkerKeepAlive park")
+            .line(format!("RWorkerAccept {accept}")),
     );
     let mut conns = idle_connections(&s, 3000);
     for (i, c) in conns.iter_mut().enumerate() {
