@@ -406,12 +406,11 @@ fn out_of_files(errno: Option<i32>) -> bool {
     matches!(errno, Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 
-/// Takes a descriptor and gives it back: None when one could be had, else the errno.
+/// Takes a new descriptor and gives it back: None when one could be had, else the errno.
 fn probe_descriptor() -> Option<i32> {
-    // SAFETY: duplicates stdin's descriptor number (valid or not: an error either way is
-    // returned, not undefined) and closes only the new descriptor it got.
+    // SAFETY: eventfd(2) creates a descriptor of ours, which only this function closes.
     unsafe {
-        let fd = libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 0);
+        let fd = libc::eventfd(0, libc::EFD_CLOEXEC);
         if fd < 0 {
             return std::io::Error::last_os_error().raw_os_error();
         }

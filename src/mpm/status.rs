@@ -48,11 +48,11 @@ pub enum Counter {
 }
 
 impl Counter {
-    /// A gauge (a value now, counted for live children only) rather than a total.
+    /// The gauges: values now, counted for live children only, rather than totals.
+    const GAUGES: [Counter; 3] = [Counter::IdleWorkers, Counter::Parked, Counter::AtFileLimit];
+
     fn is_gauge(i: usize) -> bool {
-        [Counter::IdleWorkers, Counter::Parked, Counter::AtFileLimit]
-            .iter()
-            .any(|&c| c as usize == i)
+        Counter::GAUGES.iter().any(|&c| c as usize == i)
     }
 }
 
@@ -73,15 +73,20 @@ pub struct ChildCounters {
 }
 
 impl ChildCounters {
-    /// Counters for the child in `slot`.
+    /// Counters for the child in `slot`. The row's gauges start at 0: they are this
+    /// child's now, not what the slot's last child left (the parent reads AtFileLimit).
     pub fn for_slot(slot: c_int) -> ChildCounters {
         let rows = Retained::lookup().and_then(|r| r.shared_rows());
-        ChildCounters {
+        let c = ChildCounters {
             own: Default::default(),
             row: rows
                 .filter(|r| (slot as usize) < r.slots())
                 .map(|r| r.row(slot as usize)),
+        };
+        for g in Counter::GAUGES {
+            c.set(g, 0);
         }
+        c
     }
 
     /// Adds `n` to `c`.

@@ -637,9 +637,10 @@ impl ParkingListener<'_> {
             Counter::Parked,
             (a.keep_alive + a.wait_io + a.lingering_close) as u64,
         );
-        self.rt
-            .counters
-            .set(Counter::AtFileLimit, self.parking.at_file_limit() as u64);
+        // A stopping child accepts nothing anyway, and its slot may already be another
+        // child's (the row goes with the slot): it reports 0.
+        let at_limit = !self.rt.shutdown.is_stopping() && self.parking.at_file_limit();
+        self.rt.counters.set(Counter::AtFileLimit, at_limit as u64);
     }
 
     /// Leaving: close whatever is left, close the inbox (workers then close their own
