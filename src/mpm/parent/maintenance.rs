@@ -158,7 +158,10 @@ pub fn decide(c: &Census, l: &Limits, last_bucket: bool, m: &mut Memory) -> Deci
         Action::ShedOne
     } else if c.idle_threads < l.min_idle() {
         if c.free_slots.is_empty() {
-            if c.active_threads >= l.max_active() {
+            if c.at_file_limit > 0 {
+                // Children short of descriptors, not of workers: RW00041 said so, and
+                // raising MaxRequestWorkers (AH00286's advice) would not help.
+            } else if c.active_threads >= l.max_active() {
                 if !m.maxclients_reported {
                     lines.push(Line::MaxRequestWorkersReached);
                     m.maxclients_reported = true;
@@ -388,6 +391,13 @@ mod tests {
         };
         let d = decide(&at_limit, &L, true, &mut m);
         assert_eq!(d.lines, vec![Line::AtFileLimit { children: 2 }]);
+        // Every child at its limit and no slot left: the shortage is of descriptors, so
+        // no AH00286 (whose advice is MaxRequestWorkers).
+        let all_full = Census {
+            at_file_limit: 16,
+            ..census(0, 400, &[])
+        };
+        assert!(decide(&all_full, &L, true, &mut m).lines.is_empty());
         assert!(decide(&at_limit, &L, true, &mut m).lines.is_empty());
         decide(&census(100, 100, &[]), &L, true, &mut m);
         assert_eq!(
