@@ -22,6 +22,8 @@ echo "== loom: spinning regime, Inbox models"
 RWORKER_LOOM_SLEEP_LONG=0 run loom_inbox "$@"
 echo "== loom: waiters sleep long (no spinning, extra wakes on), Inbox models"
 RWORKER_LOOM_SLEEP_LONG=1 run loom_inbox "$@"
+echo "== loom: parking models (claim word, timeout FIFOs, wake-all on stop)"
+run loom_park "$@"
 echo "== loom: waiters sleep long (no spinning, extra wakes on), FdQueue models"
 if [ "$#" -eq 0 ]; then
     set -- push_ two_p relied_on capacity_one interrupt_all term_racing_push term_with

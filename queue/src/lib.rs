@@ -25,14 +25,20 @@
 #![warn(missing_docs)]
 
 mod adaptive_spin;
+mod drain;
 mod fdqueue;
 mod inbox;
+mod park_slots;
 mod parker;
 mod pool_stack;
 mod queue_info;
 mod sync;
+mod timeouts;
 
+pub use drain::{Bell, Drain};
 pub use fdqueue::{FdQueue, PopError, PushError};
-pub use inbox::{Drain, Inbox, InboxConsumer, Wake};
+pub use inbox::{Inbox, InboxConsumer, Wake};
+pub use park_slots::{ParkSlots, Reservation, Ticket};
 pub use parker::WaitStats;
 pub use queue_info::{QueueInfo, Terminated};
+pub use timeouts::{Alarm, Expiry, Producer, Timeouts, NEVER};

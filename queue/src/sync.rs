@@ -7,11 +7,11 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
-    fence, AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicUsize,
+    fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
 };
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicUsize,
+    fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
 };
 
 pub(crate) use std::sync::atomic::Ordering;
