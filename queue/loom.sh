@@ -6,8 +6,8 @@
 # Runs twice: every model in the spinning regime (pushes rely on the wake token alone), then the
 # FdQueue models again in the "waiters sleep long" regime: no spinning, and a push that relied on a wake
 # in flight may wake one more sleeper (RWORKER_LOOM_SLEEP_LONG=1, see adaptive_spin.rs).
-# The Inbox models (tests/loom_inbox.rs, ~5 s) run in both regimes too; the Inbox reads no
-# regime today, so the second run guards against one that starts to.
+# The parking models (tests/loom_park.rs: claim word, timeout FIFOs, wake-all on stop) read no
+# regime; they run once.
 set -eu
 cd "$(dirname "$0")/.."
 run() {
@@ -18,10 +18,6 @@ run() {
 }
 echo "== loom: spinning regime (wake token only)"
 RWORKER_LOOM_SLEEP_LONG=0 run loom "$@"
-echo "== loom: spinning regime, Inbox models"
-RWORKER_LOOM_SLEEP_LONG=0 run loom_inbox "$@"
-echo "== loom: waiters sleep long (no spinning, extra wakes on), Inbox models"
-RWORKER_LOOM_SLEEP_LONG=1 run loom_inbox "$@"
 echo "== loom: parking models (claim word, timeout FIFOs, wake-all on stop)"
 run loom_park "$@"
 echo "== loom: waiters sleep long (no spinning, extra wakes on), FdQueue models"

@@ -2,7 +2,8 @@
 //! `RWorkerKeepAlive park`, the connection parked between requests: mod_ssl (TLS
 //! keep-alive, a 1 MB download), mod_http2 over TLS and as h2c (curl, and h2load with
 //! many streams), mod_reqtimeout's slow-client defence on a fresh and on a parked
-//! connection.
+//! connection. The server listens on a plain and a TLS port, and its children run no
+//! listener thread: idle workers wait on each child's event set, which holds both.
 
 mod common;
 
@@ -131,6 +132,45 @@ fn tls_h2_h2c_and_reqtimeout_with_parked_connections() {
         return;
     };
     let https = |path: &str| format!("https://127.0.0.1:{tls}{path}");
+
+    // Two listening sockets, no listener thread: each child runs its ThreadsPerChild
+    // workers and no rw-listener (rworker names its threads; mod_http2 adds its own).
+    let names = |c: i32| -> Vec<String> {
+        common::task_ids(c)
+            .into_iter()
+            .filter_map(|t| std::fs::read_to_string(format!("/proc/{c}/task/{t}/comm")).ok())
+            .map(|n| n.trim().to_string())
+            .collect()
+    };
+    let workers = s.tasks_per_child() - 1; // ThreadsPerChild: no listener in park mode
+    let settled = common::wait_until(Duration::from_secs(30), || {
+        let kids = s.children();
+        !kids.is_empty()
+            && kids.iter().all(|&c| {
+                let n = names(c);
+                n.iter().filter(|n| *n == "rw-worker").count() == workers
+                    && !n.iter().any(|n| n == "rw-listener" || n == "rw-starter")
+            })
+    });
+    assert!(
+        settled,
+        "children did not settle at {workers} rw-worker threads and no listener: {:?}",
+        s.children()
+            .into_iter()
+            .map(|c| (c, names(c)))
+            .collect::<Vec<_>>()
+    );
+
+    // HTTP/1.1 keep-alive on the plain port: 50 requests, one connection.
+    let lines = curl(
+        &["--http1.1"],
+        &(0..50).map(|_| s.url("/index.html")).collect::<Vec<_>>(),
+    );
+    assert_eq!(lines.len(), 50, "{lines:?}");
+    assert!(
+        lines.iter().all(|l| l == "1.1 200 1" || l == "1.1 200 0"),
+        "{lines:?}"
+    );
 
     // TLS keep-alive: 100 requests on one connection, parked between them.
     let lines = curl(

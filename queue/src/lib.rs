@@ -27,7 +27,6 @@
 mod adaptive_spin;
 mod drain;
 mod fdqueue;
-mod inbox;
 mod park_slots;
 mod parker;
 mod pool_stack;
@@ -37,7 +36,6 @@ mod timeouts;
 
 pub use drain::{Bell, Drain};
 pub use fdqueue::{FdQueue, PopError, PushError};
-pub use inbox::{Inbox, InboxConsumer, Wake};
 pub use park_slots::{ParkSlots, Reservation, Ticket};
 pub use parker::WaitStats;
 pub use queue_info::{QueueInfo, Terminated};

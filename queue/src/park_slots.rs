@@ -212,7 +212,12 @@ impl<T> ParkSlots<T> {
         // Acquire: pairs with the Release store of EMPTY by the last claimer, so its move
         // of the value out of the cell is done before `publish` writes the cell.
         slot.word
-            .compare_exchange(w, word(FILLING, tag, g), Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(
+                w,
+                word(FILLING, tag, g),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
             .ok()?;
         Some(Reservation {
             slot,
@@ -394,7 +399,10 @@ mod tests {
         let r = slots.reserve(7, 3).unwrap();
         let first = r.ticket();
         r.publish(String::from("a")).unwrap();
-        assert!(slots.reserve(7, 0).is_none(), "parked: not the caller's to reserve");
+        assert!(
+            slots.reserve(7, 0).is_none(),
+            "parked: not the caller's to reserve"
+        );
         assert_eq!(slots.parked().collect::<Vec<_>>(), vec![(first, 3)]);
         assert_eq!(slots.claim(first).as_deref(), Some("a"));
         assert_eq!(slots.claim(first), None, "claimed once");
@@ -414,7 +422,11 @@ mod tests {
         let r = slots.reserve(0, 0).unwrap();
         let t = r.ticket();
         assert_eq!(slots.claim(t), None, "not published yet");
-        assert_eq!(r.publish(5u32), Err(5), "the claim fired: the parker keeps it");
+        assert_eq!(
+            r.publish(5u32),
+            Err(5),
+            "the claim fired: the parker keeps it"
+        );
         assert_eq!(slots.claim(t), None, "stale");
         // Empty again: the parker parks it anew.
         let r = slots.reserve(0, 0).unwrap();
@@ -434,7 +446,15 @@ mod tests {
         assert_eq!(r.ticket(), t);
         r.publish('x').unwrap();
         assert_eq!(slots.claim(t), Some('x'), "the same ticket claims it again");
-        assert!(slots.reserve_again(Ticket { index: 2, generation: 9 }, 0).is_none());
+        assert!(slots
+            .reserve_again(
+                Ticket {
+                    index: 2,
+                    generation: 9
+                },
+                0
+            )
+            .is_none());
     }
 
     #[test]
@@ -452,7 +472,12 @@ mod tests {
         {
             let slots = ParkSlots::new(600);
             for i in [0, 299, 599] {
-                slots.reserve(i, 0).unwrap().publish(v.clone()).ok().unwrap();
+                slots
+                    .reserve(i, 0)
+                    .unwrap()
+                    .publish(v.clone())
+                    .ok()
+                    .unwrap();
             }
             assert_eq!(std::rc::Rc::strong_count(&v), 4);
         }

@@ -235,12 +235,10 @@ impl<K: Copy> Timeouts<K> {
         // handshake with the consumer (module doc).
         let mut a = self.armed.load(Ordering::SeqCst);
         while deadline < a {
-            match self.armed.compare_exchange_weak(
-                a,
-                deadline,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
+            match self
+                .armed
+                .compare_exchange_weak(a, deadline, Ordering::SeqCst, Ordering::SeqCst)
+            {
                 Ok(_) => return self.settle(deadline, alarm),
                 Err(now) => a = now,
             }
@@ -363,9 +361,19 @@ mod tests {
         assert_eq!(alarm.0.get(), 5_000, "the next head");
         let mut e = t.try_expire().unwrap();
         // The batch bound leaves 'c' filed.
-        assert_eq!(e.expire(9_999, 1, |k| { due.push(k); true }), 1);
+        assert_eq!(
+            e.expire(9_999, 1, |k| {
+                due.push(k);
+                true
+            }),
+            1
+        );
         e.rearm(&alarm);
-        assert_eq!(alarm.0.get(), 5_010, "what the batch left is still armed for");
+        assert_eq!(
+            alarm.0.get(),
+            5_010,
+            "what the batch left is still armed for"
+        );
         let mut e = t.try_expire().unwrap();
         e.expire(9_999, 10, |k| {
             due.push(k);

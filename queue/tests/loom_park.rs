@@ -132,7 +132,10 @@ fn filed_timeouts_are_never_missed_by_the_alarm_nor_expired_early() {
         }
         producer.join().unwrap();
 
-        assert!(!closed.contains(&String::from("c1")), "the resumed one stays stale");
+        assert!(
+            !closed.contains(&String::from("c1")),
+            "the resumed one stays stale"
+        );
         // What is still filed must be covered by the alarm.
         let set = *alarm.0.lock().unwrap();
         let mut e = t.try_expire().unwrap();
@@ -143,7 +146,10 @@ fn filed_timeouts_are_never_missed_by_the_alarm_nor_expired_early() {
         });
         if let Some(first) = left.first() {
             let earliest = 10 * (tickets.iter().position(|t| t == first).unwrap() as u64 + 1);
-            assert!(set <= earliest, "alarm at {set}, an entry due at {earliest}");
+            assert!(
+                set <= earliest,
+                "alarm at {set}, an entry due at {earliest}"
+            );
         }
     });
 }

@@ -63,6 +63,23 @@ pub fn graceful_shutdown_timeout() -> c_int {
     unsafe { sys::ap_graceful_shutdown_timeout }
 }
 
+/// Every virtual host's KeepAliveTimeout and Timeout (the main server's first), for the
+/// timeout classes of a parking child.
+pub fn server_timeouts() -> Vec<(std::time::Duration, std::time::Duration)> {
+    let mut out = Vec::new();
+    let us = |t: sys::apr_interval_time_t| std::time::Duration::from_micros(t.max(0) as u64);
+    // SAFETY: ap_server_conf and its `next` chain are the generation's server records,
+    // built by the configuration pass and only read afterwards.
+    unsafe {
+        let mut s = sys::ap_server_conf;
+        while !s.is_null() {
+            out.push((us((*s).keep_alive_timeout), us((*s).timeout)));
+            s = (*s).next;
+        }
+    }
+    out
+}
+
 /// Microseconds since the epoch (`apr_time_now`).
 pub fn time_now() -> i64 {
     // SAFETY: trivially safe APR call.

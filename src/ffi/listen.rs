@@ -372,6 +372,69 @@ impl SharedListener {
     }
 }
 
+/// A listening socket of a parking child (`RWorkerKeepAlive park`), in the event set that
+/// all its workers wait on: whichever worker its event wakes accepts, so several may call
+/// accept at once. That is safe for httpd's own `ap_unixd_accept`; a module's replacement
+/// may keep state, so callers serialise accept where [`PolledListener::accepts_concurrently`]
+/// is false (`crate::mpm::parking`'s gate does).
+#[derive(Debug)]
+pub struct PolledListener {
+    lr: NonNull<sys::ap_listen_rec>,
+    concurrent: bool,
+}
+
+// SAFETY: the record lives in pconf, which outlives the child's threads; `accept` is unsafe
+// and states when concurrent calls are allowed; `close` is unsafe and states that no accept
+// runs or follows; the descriptor reads are reads of fields written before threads start.
+unsafe impl Send for PolledListener {}
+// SAFETY: as for Send.
+unsafe impl Sync for PolledListener {}
+
+impl PolledListener {
+    /// The listening descriptor, for the event set.
+    pub fn os_fd(&self) -> RawFd {
+        let mut fd: sys::apr_os_sock_t = -1;
+        // SAFETY: lr->sd is the listener's live APR socket.
+        unsafe { sys::apr_os_sock_get(&mut fd, (*self.lr.as_ptr()).sd) };
+        fd
+    }
+
+    /// Whether several threads may accept on this socket at once (its `accept_func` is
+    /// httpd's own `ap_unixd_accept`).
+    pub fn accepts_concurrently(&self) -> bool {
+        self.concurrent
+    }
+
+    /// Accepts one connection into `ptrans` without blocking (`Accepted::Nothing` when none
+    /// is waiting).
+    ///
+    /// # Safety
+    /// No other thread is in `accept` on this socket unless [`accepts_concurrently`], and
+    /// [`PolledListener::close`] has not been called.
+    ///
+    /// [`accepts_concurrently`]: PolledListener::accepts_concurrently
+    pub unsafe fn accept(&self, ptrans: &mut Pool) -> Accepted {
+        // SAFETY: the caller's contract is accept_on's.
+        unsafe { accept_on(self.lr, ptrans) }
+    }
+
+    /// Closes the child's copy of this one listening socket (other processes keep theirs).
+    ///
+    /// # Safety
+    /// No thread is in [`PolledListener::accept`] or will call it again, and the socket is
+    /// out of every epoll set of this process (an open description shared with other
+    /// processes stays registered after our close, and could not be removed any more).
+    pub unsafe fn close(&self) {
+        // SAFETY: the caller's contract; closes the record's own socket, as
+        // ap_close_listeners_ex does for each record of a list.
+        unsafe {
+            let lr = self.lr.as_ptr();
+            sys::apr_socket_close((*lr).sd);
+            (*lr).active = 0;
+        }
+    }
+}
+
 /// Accepts one connection on `lr` into `ptrans` with the record's `accept_func`.
 ///
 /// # Safety
@@ -456,6 +519,16 @@ impl Listener {
         match f {
             None => true,
             Some(f) => f as *const () == sys::ap_unixd_accept as *const (),
+        }
+    }
+
+    /// For a parking child's event set: non-blocking, accepted by whichever worker wakes
+    /// (see [`PolledListener`]).
+    pub fn into_polled(self) -> PolledListener {
+        self.set_nonblocking();
+        PolledListener {
+            concurrent: self.accepts_concurrently(),
+            lr: self.0,
         }
     }
 

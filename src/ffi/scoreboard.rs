@@ -99,30 +99,78 @@ pub fn slots() -> c_int {
     unsafe { ptr::read_volatile(addr_of!((*(*sb).global).server_limit)) }
 }
 
-/// The open connections `slot`'s child last published (`ConnsTotal`'s share).
+/// The open connections of `slot`'s child (`ConnsTotal`'s share).
 pub fn connections(slot: c_int) -> u32 {
-    // Relaxed: see set_connections.
-    with_connections(slot, |c| c.load(Ordering::Relaxed))
+    // Relaxed: a statistic and a census figure, ordered with nothing else.
+    async_count(slot, AsyncField::Connections, |c| c.load(Ordering::Relaxed))
 }
 
-/// Publishes `slot`'s open connections alone (between full [`set_async_counts`]). Any
-/// thread of the child that owns `slot` may call it (a connection opened or closed).
-pub fn set_connections(slot: c_int, n: u32) {
-    // Relaxed: a balancing hint and a statistic, ordered with nothing else (the last store
-    // wins; a reader takes a count a moment old).
-    with_connections(slot, |c| c.store(n, Ordering::Relaxed));
+/// A count in a child's `process_score` that its threads change as its connections open,
+/// park, resume and close, while mod_status (in any child) and the parent's census read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncField {
+    /// Open connections (`ConnsTotal`).
+    Connections,
+    /// Parked between requests (`ConnsAsyncKeepAlive`).
+    KeepAlive,
+    /// Parked in a lingering close (`ConnsAsyncClosing`).
+    LingeringClose,
+    /// Parked while a module waits for the socket (`ConnsAsyncWaitIO`).
+    WaitIo,
+    /// Taken over by a module (`CONN_STATE_SUSPENDED`).
+    Suspended,
 }
 
-/// Runs `f` on `slot`'s connection count: the one field of a process slot that several
-/// threads of its child write (each open and close, and the listener) while siblings read
-/// it, so every access goes through this atomic view.
-fn with_connections<R>(slot: c_int, f: impl FnOnce(&AtomicU32) -> R) -> R {
+/// Adds `delta` (which may be negative) to `field` of `slot`'s child. Any thread of the
+/// child that owns `slot` may call it.
+pub fn add_async(slot: c_int, field: AsyncField, delta: i32) {
+    // Relaxed: statistics; each change is one atomic add, so concurrent changes from
+    // several threads never lose one another.
+    async_count(slot, field, |c| {
+        c.fetch_add(delta as u32, Ordering::Relaxed)
+    });
+}
+
+/// Sets `slot`'s counts to 0 (a new child in the slot, before its threads run).
+pub fn reset_async(slot: c_int) {
+    for f in [
+        AsyncField::Connections,
+        AsyncField::KeepAlive,
+        AsyncField::LingeringClose,
+        AsyncField::WaitIo,
+        AsyncField::Suspended,
+    ] {
+        // Relaxed: as in add_async.
+        async_count(slot, f, |c| c.store(0, Ordering::Relaxed));
+    }
+    set_not_accepting(slot, false);
+}
+
+/// Says whether `slot`'s child accepts new connections (mod_status's "accepting" column).
+pub fn set_not_accepting(slot: c_int, not: bool) {
     let p = process_ptr(slot);
-    // SAFETY: p points into the live scoreboard for the duration of the call, and
-    // `connections` is an aligned u32 that this crate accesses only through this view
-    // (mod_status reads it as a plain int in the process serving the status page; an
-    // aligned 32-bit store is never seen torn).
-    f(unsafe { AtomicU32::from_ptr(addr_of_mut!((*p).connections)) })
+    // SAFETY: p points into the live scoreboard; a child writes this int of its own slot,
+    // and an aligned int store is not seen torn.
+    unsafe { ptr::write_volatile(addr_of_mut!((*p).not_accepting), not as _) };
+}
+
+/// Runs `f` on `field` of `slot`: fields that several threads of a child write while
+/// others read them, so every access of this crate goes through this atomic view.
+fn async_count<R>(slot: c_int, field: AsyncField, f: impl FnOnce(&AtomicU32) -> R) -> R {
+    let p = process_ptr(slot);
+    // SAFETY: p points into the live scoreboard for the duration of the call; each field
+    // is an aligned u32 that this crate accesses only through this view (mod_status reads
+    // them as plain ints; an aligned 32-bit store is never seen torn).
+    unsafe {
+        let field = match field {
+            AsyncField::Connections => addr_of_mut!((*p).connections),
+            AsyncField::KeepAlive => addr_of_mut!((*p).keep_alive),
+            AsyncField::LingeringClose => addr_of_mut!((*p).lingering_close),
+            AsyncField::WaitIo => addr_of_mut!((*p).wait_io),
+            AsyncField::Suspended => addr_of_mut!((*p).suspended),
+        };
+        f(AtomicU32::from_ptr(field))
+    }
 }
 
 /// Records a freshly forked child in `slot` (the parent, after fork).
@@ -153,42 +201,6 @@ pub fn set_quiescing(slot: c_int) {
     let p = process_ptr(slot);
     // SAFETY: as in claim_slot; a child writes this field of its own slot only.
     unsafe { ptr::write_volatile(addr_of_mut!((*p).quiescing), 1) };
-}
-
-/// A child's asynchronous connections by state, for mod_status's "Async connections"
-/// table and the `ConnsTotal` / `ConnsAsync*` keys of `?auto`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AsyncCounts {
-    /// Every open connection of the child.
-    pub connections: u32,
-    /// Parked waiting to write.
-    pub write_completion: u32,
-    /// Parked in keep-alive.
-    pub keep_alive: u32,
-    /// In lingering close.
-    pub lingering_close: u32,
-    /// Suspended by a module.
-    pub suspended: u32,
-    /// Parked waiting for I/O on a module's behalf (h2).
-    pub wait_io: u32,
-    /// The child accepts no new connection (no idle worker).
-    pub not_accepting: bool,
-}
-
-/// Publishes `slot`'s asynchronous connection counts (its listener, about once a second).
-pub fn set_async_counts(slot: c_int, a: AsyncCounts) {
-    let p = process_ptr(slot);
-    set_connections(slot, a.connections);
-    // SAFETY: p points into the live scoreboard; a child's listener is the only writer of
-    // these fields of its own slot.
-    unsafe {
-        ptr::write_volatile(addr_of_mut!((*p).write_completion), a.write_completion);
-        ptr::write_volatile(addr_of_mut!((*p).keep_alive), a.keep_alive);
-        ptr::write_volatile(addr_of_mut!((*p).lingering_close), a.lingering_close);
-        ptr::write_volatile(addr_of_mut!((*p).suspended), a.suspended);
-        ptr::write_volatile(addr_of_mut!((*p).wait_io), a.wait_io);
-        ptr::write_volatile(addr_of_mut!((*p).not_accepting), a.not_accepting as _);
-    }
 }
 
 /// The status of thread `thread` of `slot`.

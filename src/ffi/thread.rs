@@ -5,7 +5,7 @@
 //! attributes threads are created with and lives until the process exits, so every
 //! thread it starts is outlived by both.
 
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 use std::ptr::{self, NonNull};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -98,15 +98,21 @@ impl Spawner {
         })))
     }
 
-    /// Starts an APR thread that runs `main`.
+    /// Starts an APR thread named `name` (what `top -H` and /proc/PID/task/TID/comm
+    /// show; at most 15 bytes) that runs `main`.
     /// Errors: the APR status (e.g. EAGAIN when the process is out of threads).
-    pub fn spawn<F>(&'static self, main: F) -> Result<AprThread, i32>
+    pub fn spawn<F>(&'static self, name: &'static CStr, main: F) -> Result<AprThread, i32>
     where
         F: FnOnce(CurrentThread) + Send + 'static,
     {
         // A poisoned lock still guards a usable pool (nothing panics while holding it).
         let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-        spawn(&self.attr, &pool, main)
+        spawn(&self.attr, &pool, move |thd| {
+            // SAFETY: PR_SET_NAME names the calling thread from a NUL-terminated string
+            // (the kernel copies at most 15 bytes of it).
+            unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+            main(thd)
+        })
     }
 }
 

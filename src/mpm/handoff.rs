@@ -11,48 +11,10 @@
 
 use rworker_queue::{FdQueue, PopError, PushError, QueueInfo};
 
-use crate::ffi::async_conn::AsyncConn;
 use crate::ffi::fdqueue::{AprQueue, Popped};
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::mpm::conn::Conn;
 use crate::mpm::settings::QueueKind;
-
-/// What the listener hands a worker.
-#[derive(Debug)]
-pub enum Job {
-    /// A connection just accepted.
-    New(Conn),
-    /// A parked connection (`RWorkerKeepAlive park`) whose socket is ready: run its
-    /// protocol again.
-    Resume(AsyncConn),
-    /// A parked connection to close with lingering (timeout expired, the child stops),
-    /// on a worker so that the pre_close hooks (h2 GOAWAY, TLS close_notify) run there.
-    Close(AsyncConn),
-    /// No connection: wait in accept instead of on the fdqueue (a parking child whose
-    /// workers accept has more of them on the fdqueue than it needs, `idle_split`).
-    Accept,
-}
-
-impl Job {
-    /// Closes the job's connection unserved (an immediate stop, a queue that refused it);
-    /// returns its pool, cleared (none for `Job::Accept`).
-    pub fn close_unserved(self) -> Option<Pool> {
-        match self {
-            Job::New(conn) => Some(conn.drop_unserved()),
-            Job::Resume(c) | Job::Close(c) => {
-                let mut pool = c.close(true);
-                pool.clear();
-                Some(pool)
-            }
-            Job::Accept => None,
-        }
-    }
-
-    /// Whether the job carries a connection (the child's open-connection count).
-    pub fn has_connection(&self) -> bool {
-        !matches!(self, Job::Accept)
-    }
-}
 
 /// One child's hand-off (see the module doc).
 // One value per child, created once and never moved: the padded atomic variant's size
@@ -62,7 +24,7 @@ pub enum Handoff {
     /// rworker-queue: atomics, futex parking only when a thread must sleep.
     Atomic {
         /// Accepted connections, listener → workers (capacity ThreadsPerChild).
-        fdq: FdQueue<Job>,
+        fdq: FdQueue<Conn>,
         /// Idle-worker count and the recycled-pool stack (ThreadsPerChild + 1 pools).
         qi: QueueInfo<Pool>,
     },
@@ -72,8 +34,8 @@ pub enum Handoff {
 
 /// What a worker's [`Handoff::pop`] gave.
 pub enum Next {
-    /// Work to do.
-    Job(Job),
+    /// A connection to serve.
+    Conn(Conn),
     /// Woken without one (an immediate stop interrupts every waiter): look again.
     Interrupted,
     /// The queue was terminated and drained: the worker exits.
@@ -118,17 +80,15 @@ impl Handoff {
         }
     }
 
-    /// Listener: hands work to the workers; gives it back on failure. httpd's kind
-    /// carries only new connections (parking needs rworker's own queue).
-    pub fn push(&self, job: Job) -> Result<(), Job> {
-        match (self, job) {
-            (Handoff::Atomic { fdq, .. }, job) => fdq.push(job).map_err(|e| match e {
-                PushError::Full(j) | PushError::Terminated(j) => j,
+    /// Listener: hands a connection to the workers; gives it back on failure.
+    pub fn push(&self, conn: Conn) -> Result<(), Conn> {
+        match self {
+            Handoff::Atomic { fdq, .. } => fdq.push(conn).map_err(|e| match e {
+                PushError::Full(c) | PushError::Terminated(c) => c,
             }),
-            (Handoff::Apr(q), Job::New(conn)) => q
+            Handoff::Apr(q) => q
                 .push(conn.sock, conn.ptrans)
-                .map_err(|(sock, ptrans)| Job::New(Conn { sock, ptrans })),
-            (Handoff::Apr(_), job) => Err(job),
+                .map_err(|(sock, ptrans)| Conn { sock, ptrans }),
         }
     }
 
@@ -139,14 +99,6 @@ impl Handoff {
         match self {
             Handoff::Atomic { qi, .. } => drop(qi.push_pool(pool)),
             Handoff::Apr(_) => drop(pool),
-        }
-    }
-
-    /// Listener: reserves an idle worker if one is idle now, without blocking.
-    pub fn try_get_idler(&self) -> bool {
-        match self {
-            Handoff::Atomic { qi, .. } => qi.try_get_idler(),
-            Handoff::Apr(_) => false,
         }
     }
 
@@ -164,12 +116,12 @@ impl Handoff {
     pub fn pop(&self) -> Next {
         match self {
             Handoff::Atomic { fdq, .. } => match fdq.pop() {
-                Ok(j) => Next::Job(j),
+                Ok(c) => Next::Conn(c),
                 Err(PopError::Terminated) => Next::Terminated,
                 Err(PopError::Interrupted) | Err(PopError::Empty) => Next::Interrupted,
             },
             Handoff::Apr(q) => match q.pop() {
-                Popped::Connection(sock, ptrans) => Next::Job(Job::New(Conn { sock, ptrans })),
+                Popped::Connection(sock, ptrans) => Next::Conn(Conn { sock, ptrans }),
                 Popped::Interrupted => Next::Interrupted,
                 Popped::Terminated => Next::Terminated,
             },

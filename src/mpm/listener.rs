@@ -10,7 +10,6 @@ use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::ffi::{panic, scoreboard, signal};
 use crate::mpm::conn::Conn;
-use crate::mpm::handoff::Job;
 use crate::mpm::runtime::{ChildRuntime, StopMode, LISTENER_SIGNAL};
 use crate::mpm::status::Counter;
 
@@ -154,17 +153,14 @@ impl Listener {
             // request, say) before this thread runs again.
             rt.counters.add(Counter::Connections, 1);
             rt.counters.add(Counter::Handoffs, 1);
-            match rt.handoff.push(Job::New(Conn { sock, ptrans: pool })) {
+            match rt.handoff.push(Conn { sock, ptrans: pool }) {
                 Ok(()) => {
                     have_idle_worker = false;
                     wakes_counted = publish_wakes(rt, wakes_counted);
                     connections_left = connections_left.saturating_sub(1);
                 }
-                Err(job) => {
+                Err(c) => {
                     rt.counters.remove(Counter::Handoffs, 1);
-                    let Job::New(c) = job else {
-                        unreachable!("the listener pushed a new connection")
-                    };
                     crate::mpm_log!(level::CRIT, 0, "AH03138: ap_queue_push_socket failed");
                     ptrans = Some((c.drop_unserved(), Counter::PoolsReused));
                 }

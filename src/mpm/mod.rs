@@ -8,6 +8,9 @@
 //! - `child`: a child process (set-up, the starter thread, the stop);
 //! - `listener`, `worker`: the two kinds of thread that serve; `worker_accept`: idle
 //!   workers that accept for themselves, without the listener (`RWorkerAccept workers`);
+//!   `parking`: a parking child's event set, which its idle workers wait on
+//!   (`RWorkerKeepAlive park`); `connection_budget`: MaxConnectionsPerChild where several
+//!   threads accept;
 //! - `runtime`: what a child's threads share (stop state, thread registry, counters);
 //! - `handoff`, `conn`: the listener → worker hand-off (idle workers, recycled pools)
 //!   and the connection that travels through it;
@@ -18,10 +21,9 @@
 pub mod child;
 pub mod config_pass;
 pub mod conn;
+pub mod connection_budget;
 pub mod directives;
 pub mod handoff;
-pub mod idle_split;
-pub mod inbox;
 pub mod listen;
 pub mod listener;
 pub mod module;

@@ -79,6 +79,13 @@ pub fn child_connection_budget(threads_per_child: usize) -> usize {
     }
 }
 
+/// The most descriptor numbers a child can have (its soft limit), which bounds the slots
+/// of its parked connections; capped for a limit that is unlimited or unknown.
+pub fn descriptor_ceiling() -> usize {
+    const CAP: u64 = 1 << 24;
+    process::open_files_limits().map_or(CAP, |(soft, _)| soft.min(CAP)) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

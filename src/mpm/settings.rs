@@ -342,10 +342,6 @@ pub fn clamp(s: &mut Settings, first: &mut FirstLimits) -> Vec<Adjustment> {
         out.push(Adjustment::new((322, 323), format!("MinSpareThreads of {} not allowed, increasing to 1 to avoid almost certain server failure. Please read the documentation.", s.min_spare_threads)));
         s.min_spare_threads = 1;
     }
-    if s.keep_alive == KeepAliveMode::Park && s.queue == QueueKind::Apr {
-        out.push(Adjustment::new((0, 0), "RWorkerKeepAlive park needs RWorkerQueue atomic (httpd's fdqueue cannot carry a parked connection); using RWorkerKeepAlive thread".into()));
-        s.keep_alive = KeepAliveMode::Thread;
-    }
     // MaxSpareThreads is raised to a workable value by `fit_buckets` (it depends on the
     // number of listener buckets, known only after open_logs).
     out

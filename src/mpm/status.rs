@@ -39,7 +39,7 @@ pub enum Counter {
     /// Idle workers as queue_info counts them, or with `RWorkerAccept workers` the workers
     /// blocked in accept (a gauge, not a total).
     IdleWorkers = 5,
-    /// Connections parked in the listener (a gauge; `RWorkerKeepAlive park`).
+    /// Connections parked in the child's event set (a gauge; `RWorkerKeepAlive park`).
     Parked = 6,
     /// 1 while the child holds as many connections as its open-file limit allows and
     /// accepts no more (a gauge; `crate::mpm::open_files`): summed, the children at their
@@ -116,10 +116,41 @@ impl ChildCounters {
         }
     }
 
+    /// The gauges of this child's row, to set from elsewhere.
+    pub fn gauges(&self) -> Gauges {
+        Gauges(self.row)
+    }
+
     /// This child's own count of `c`.
     pub fn own(&self, c: Counter) -> u64 {
         // Relaxed: statistics (module doc).
         self.own[c as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// A child's gauges in its slot's shared row alone, for the threads that set one without
+/// the child's counters at hand (a gauge's own value is never read back).
+#[derive(Clone, Copy, Debug)]
+pub struct Gauges(Option<&'static Row>);
+
+impl Gauges {
+    /// Sets the gauge `c` to `v`.
+    pub fn set(self, c: Counter, v: u64) {
+        debug_assert!(Counter::is_gauge(c as usize));
+        if let Some(row) = self.0 {
+            // Relaxed: statistics (module doc).
+            row[c as usize].store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds `delta` (which may be negative) to the gauge `c`: for a gauge that several
+    /// threads move.
+    pub fn add(self, c: Counter, delta: i64) {
+        debug_assert!(Counter::is_gauge(c as usize));
+        if let Some(row) = self.0 {
+            // Relaxed: statistics (module doc).
+            row[c as usize].fetch_add(delta as u64, Ordering::Relaxed);
+        }
     }
 }
 

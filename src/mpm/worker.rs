@@ -3,15 +3,15 @@
 //! the fdqueue; serve it; again.
 //!
 //! With `RWorkerKeepAlive thread` a worker serves a connection from accept to close
-//! (`conn`). With `park` it serves one request at a time: the connection's protocol runs,
-//! the worker flushes the response (write completion stays on the worker, bounded by
-//! Timeout), then hands the connection to the listener to wait for the next request or
-//! for the client's FIN (`inbox`), and goes idle.
+//! (`conn`). With `park` an idle worker waits on the child's event set (`parking`) and
+//! serves one request at a time: the connection's protocol runs, the worker flushes the
+//! response (write completion stays on the worker, bounded by Timeout), then parks the
+//! connection in the set to wait for the next request or for the client's FIN, and goes
+//! idle.
 
 use std::ops::ControlFlow;
 use std::os::raw::{c_int, c_long};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use crate::ffi::async_conn::{AsyncConn, Flush, Next as Step};
 use crate::ffi::pool::Pool;
@@ -19,11 +19,10 @@ use crate::ffi::scoreboard::{self, status};
 use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
-use crate::mpm::handoff::{Job, Next};
-use crate::mpm::idle_split::{hold_keep_alive, Hold, Idle, Wait};
-use crate::mpm::inbox::{Park, ParkState, Parking};
+use crate::mpm::handoff::Next;
+use crate::mpm::parking::{ParkState, Parked, Parking, Waiter, Woken};
 use crate::mpm::query;
-use crate::mpm::runtime::{ChildRuntime, WORKER_SIGNAL};
+use crate::mpm::runtime::{ChildRuntime, StopMode, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
 use crate::mpm::worker_accept::{Next as Accepted, WorkerAccept};
 
@@ -38,7 +37,8 @@ fn injected_panic_due() -> bool {
 }
 
 /// Worker thread `t`'s body: it serves what the listener hands it, or with `accept`
-/// (`RWorkerAccept workers`) accepts its own connections.
+/// (`RWorkerAccept workers`) accepts its own connections, or in a parking child waits on
+/// the child's event set.
 pub fn run(
     rt: &'static ChildRuntime,
     t: usize,
@@ -65,13 +65,12 @@ pub fn run(
         tn,
         id: (rt.slot * rt.thread_limit + tn) as c_long,
         thd,
-        accept,
     };
 
-    let last_ptrans = match (accept, &rt.parking) {
-        (Some(acc), Some(parking)) => w.accept_or_pop_and_serve(acc, parking),
-        (Some(acc), None) => w.accept_and_serve(acc),
-        (None, _) => w.pop_and_serve(),
+    let last_ptrans = match (&rt.parking, accept) {
+        (Some(parking), _) => w.wait_and_serve(parking),
+        (None, Some(acc)) => w.accept_and_serve(acc),
+        (None, None) => w.pop_and_serve(),
     };
     let gone = rt.shutdown.listener_gone();
     scoreboard::set_thread_status(
@@ -83,20 +82,6 @@ pub fn run(
     rt.threads.worker_exiting();
 }
 
-/// How long a worker waits for the client's FIN before it parks a lingering close. A
-/// client usually closes right after it read the response, but on a busy machine that can
-/// take milliseconds: with 2 ms, `Connection: close` at 400 clients parked most closes
-/// (a timer wake, then a listener wake, per connection: 1.9x the voluntary context
-/// switches and 1.1-1.3x the CPU per request of 30 ms, which served 1.2-1.4x the
-/// requests). A client that has not closed by then costs its worker no more than this.
-const LINGER_ON_WORKER: Duration = Duration::from_millis(30);
-
-/// How long a worker with spare threads beside it waits on a keep-alive connection for the
-/// next request before it parks the connection (`idle_split::hold_keep_alive`). A busy
-/// client's next request comes within a millisecond or two; an idle one costs its worker
-/// no more than this, then parks.
-const HOLD_ON_WORKER: Duration = Duration::from_millis(20);
-
 /// One worker's identity while it serves.
 struct Worker {
     rt: &'static ChildRuntime,
@@ -104,23 +89,21 @@ struct Worker {
     tn: c_int,
     id: c_long,
     thd: CurrentThread,
-    /// The child's workers accept for themselves (`RWorkerAccept workers`).
-    accept: Option<&'static WorkerAccept>,
 }
 
 impl Worker {
     /// The listener's worker: announces itself idle (recycling its last pool), pops a
-    /// job from the fdqueue, serves it, until the queue is terminated or an immediate
-    /// stop. Returns the pool it still holds.
+    /// connection from the fdqueue, serves it, until the queue is terminated or an
+    /// immediate stop. Returns the pool it still holds.
     fn pop_and_serve(&self) -> Option<Pool> {
         let rt = self.rt;
         let mut ptrans = None;
         while !rt.shutdown.workers_must_exit() {
             scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
-            let Some(job) = self.wait_on_queue(ptrans.take(), 0) else {
+            let Some(conn) = self.wait_on_queue(ptrans.take()) else {
                 break;
             };
-            if self.take(job, &mut ptrans).is_break() {
+            if self.take(conn, &mut ptrans).is_break() {
                 break;
             }
         }
@@ -137,7 +120,7 @@ impl Worker {
             scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
             match acc.next(rt, self.t, ptrans.take()) {
                 Accepted::Conn(conn) => {
-                    if self.take(Job::New(conn), &mut ptrans).is_break() {
+                    if self.take(conn, &mut ptrans).is_break() {
                         break;
                     }
                 }
@@ -148,91 +131,34 @@ impl Worker {
         ptrans
     }
 
-    /// `RWorkerKeepAlive park` with `RWorkerAccept workers`: each time it is idle the
-    /// worker waits either in accept, for a new connection, or on the fdqueue, for a
-    /// parked connection the listener hands out (`idle_split` decides which). Returns the
-    /// pool it still holds.
-    fn accept_or_pop_and_serve(&self, acc: &WorkerAccept, parking: &Parking) -> Option<Pool> {
-        let rt = self.rt;
-        let mut ptrans = None;
-        let mut nudged = false;
-        let mut last = Wait::Queue;
-        while !rt.shutdown.workers_must_exit() {
-            let stopping = rt.shutdown.is_stopping();
-            let wait = parking.split.choose(Idle {
-                stopping,
-                nudged: std::mem::take(&mut nudged) && !stopping,
-                last,
-                open: parking.open() as usize,
-                at_file_limit: parking.at_file_limit(),
-                listener_waits: parking.listener_waits(),
-                in_accept: acc.waiting(),
-                on_queue: rt.handoff.idlers() as usize,
-            });
-            scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
-            let job = match wait {
-                Wait::Accept => {
-                    let pool = ptrans.take().or_else(|| rt.handoff.pop_pool());
-                    match acc.next(rt, self.t, pool) {
-                        Accepted::Conn(conn) => {
-                            parking.opened();
-                            Job::New(conn)
-                        }
-                        Accepted::Again(p) => {
-                            // Interrupted (the listener's nudge, or a benign accept error).
-                            ptrans = Some(p);
-                            nudged = true;
-                            continue;
-                        }
-                        // The child stops: from now on this worker waits on the fdqueue,
-                        // for the closes the listener still hands out.
-                        Accepted::Stop => continue,
-                    }
-                }
-                Wait::Queue => match self.wait_on_queue(ptrans.take(), acc.waiting()) {
-                    Some(Job::Accept) => continue,
-                    Some(job) => job,
-                    None => break,
-                },
-            };
-            last = wait;
-            if self.take(job, &mut ptrans).is_break() {
-                break;
-            }
-        }
-        ptrans
-    }
-
-    /// A job this worker got: served, or on an immediate stop dropped unserved (then
-    /// `Break`: the worker leaves its loop). Either way `held` is the pool it holds now.
-    fn take(&self, job: Job, held: &mut Option<Pool>) -> ControlFlow<()> {
+    /// A connection this worker got: served, or on an immediate stop closed unserved
+    /// (then `Break`: the worker leaves its loop). Either way `held` is the pool it holds
+    /// now.
+    fn take(&self, conn: Conn, held: &mut Option<Pool>) -> ControlFlow<()> {
         if self.rt.shutdown.workers_must_exit() {
-            *held = self.drop_unserved(job);
+            *held = Some(conn.drop_unserved());
             return ControlFlow::Break(());
         }
         if injected_panic_due() {
             panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
         }
-        *held = self.serve(job);
+        let rt = self.rt;
+        *held = Some(conn.serve(&self.thd, rt.slot, self.tn, self.id, |fd| {
+            rt.threads.set_worker_fd(self.t, fd)
+        }));
         ControlFlow::Continue(())
     }
 
     /// An idle worker's wait on the fdqueue: announces itself idle (recycling `pool`, so
-    /// the listener finds it for the connection it accepts next; `in_accept` workers of
-    /// the child are idle in accept meanwhile), wakes the parking listener if it waits for
-    /// a worker, and pops the next job; None once the queue is terminated or an immediate
-    /// stop interrupts it.
-    fn wait_on_queue(&self, pool: Option<Pool>, in_accept: usize) -> Option<Job> {
+    /// the listener finds it for the connection it accepts next) and pops the next
+    /// connection; None once the queue is terminated or an immediate stop interrupts it.
+    fn wait_on_queue(&self, pool: Option<Pool>) -> Option<Conn> {
         let rt = self.rt;
         rt.handoff.set_idle(pool);
-        rt.counters
-            .set(Counter::IdleWorkers, rt.handoff.idlers() + in_accept as u64);
-        if let Some(p) = &rt.parking {
-            p.worker_idle();
-        }
+        rt.counters.set(Counter::IdleWorkers, rt.handoff.idlers());
         loop {
             match self.rt.handoff.pop() {
-                Next::Job(job) => return Some(job),
+                Next::Conn(conn) => return Some(conn),
                 Next::Terminated => return None,
                 Next::Interrupted if self.rt.shutdown.workers_must_exit() => return None,
                 Next::Interrupted => {}
@@ -240,65 +166,117 @@ impl Worker {
         }
     }
 
-    /// Serves a new connection from accept to close (`RWorkerKeepAlive thread`); returns
-    /// its pool, cleared.
-    fn serve_new(&self, conn: Conn) -> Pool {
+    /// `RWorkerKeepAlive park`: waits on the child's event set and serves what it woke
+    /// for, until the child is done. Returns the pool it still holds.
+    fn wait_and_serve(&self, p: &'static Parking) -> Option<Pool> {
         let rt = self.rt;
-        conn.serve(&self.thd, rt.slot, self.tn, self.id, |fd| {
-            rt.threads.set_worker_fd(self.t, fd)
-        })
+        let mut w = p.waiter(self.t, &rt.handoff)?;
+        loop {
+            scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
+            let pool = match p.wait(&mut w) {
+                Woken::Exit => break,
+                Woken::Nothing => None,
+                Woken::Broken => {
+                    // ap_unixd_accept logged why: a resource shortage.
+                    rt.shutdown.mark_sick();
+                    rt.ask_main_thread_to_stop(StopMode::Graceful);
+                    None
+                }
+                Woken::New { conn, source, last } => {
+                    rt.counters.add(source, 1);
+                    rt.counters.add(Counter::Connections, 1);
+                    if last {
+                        // MaxConnectionsPerChild reached: this connection is served, then
+                        // the child retires gracefully.
+                        rt.ask_main_thread_to_stop(StopMode::Graceful);
+                    }
+                    if injected_panic_due() {
+                        panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
+                    }
+                    self.serve_new(conn, p, &mut w)
+                }
+                Woken::Ready(parked) => self.resume(parked, p, &mut w),
+                Woken::Expired(due) => {
+                    for parked in due {
+                        let pool = self.expire(parked, p, &mut w);
+                        self.keep_pool(&mut w, pool);
+                    }
+                    None
+                }
+            };
+            self.keep_pool(&mut w, pool);
+            if rt.shutdown.workers_must_exit() {
+                break;
+            }
+        }
+        w.pool.take()
     }
 
-    /// Serves a job; the pool to recycle, when the connection ended here.
-    fn serve(&self, job: Job) -> Option<Pool> {
+    /// A pool that a connection left on this worker: kept for the next accept, or
+    /// recycled if the worker keeps one already.
+    fn keep_pool(&self, w: &mut Waiter, pool: Option<Pool>) {
+        match (pool, &w.pool) {
+            (Some(p), None) => w.pool = Some(p),
+            (Some(p), Some(_)) => self.rt.handoff.recycle(p),
+            (None, _) => {}
+        }
+    }
+
+    /// A connection this worker accepted: its connection state, then its first request.
+    fn serve_new(&self, conn: Conn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
         let rt = self.rt;
-        match (job, &rt.parking) {
-            (Job::New(conn), None) => Some(self.serve_new(conn)),
-            (Job::New(conn), Some(parking)) => {
-                match AsyncConn::create(
-                    &self.thd,
-                    conn.sock,
-                    conn.ptrans,
-                    rt.slot,
-                    self.tn,
-                    self.id,
-                ) {
-                    Ok(c) => self.run_async(c, parking),
-                    Err(mut pool) => {
-                        parking.closed();
-                        pool.clear();
-                        Some(pool)
-                    }
-                }
+        match AsyncConn::create(&self.thd, conn.sock, conn.ptrans, rt.slot, self.tn, self.id) {
+            Ok(c) => self.run_async(c, p, w),
+            Err(mut pool) => {
+                p.closed();
+                pool.clear();
+                Some(pool)
             }
-            (Job::Resume(mut c), Some(parking)) => {
-                c.resume(&self.thd, rt.slot, self.tn, self.id);
-                self.run_async(c, parking)
+        }
+    }
+
+    /// A parked connection this worker claimed because its socket is ready.
+    fn resume(&self, parked: Parked, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+        let rt = self.rt;
+        if let ParkState::Linger { .. } = parked.state {
+            return self.linger_on(parked, p, w);
+        }
+        let mut c = parked.conn;
+        c.resume(&self.thd, rt.slot, self.tn, self.id);
+        self.run_async(c, p, w)
+    }
+
+    /// A parked connection whose time is up: a keep-alive or I/O wait ends with a short
+    /// lingering close here (so the pre_close hooks run on a worker); a lingering close
+    /// that timed out is closed.
+    fn expire(&self, parked: Parked, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+        match parked.state {
+            ParkState::Linger { .. } => {
+                p.closed();
+                Some(cleared(parked.conn.close(true)))
             }
-            (Job::Close(mut c), Some(parking)) => {
-                c.resume(&self.thd, rt.slot, self.tn, self.id);
-                self.linger(c, parking)
+            ParkState::KeepAlive | ParkState::WaitIo { .. } => {
+                let mut c = parked.conn;
+                c.resume(&self.thd, self.rt.slot, self.tn, self.id);
+                c.set_short_linger();
+                self.linger(c, p, w)
             }
-            // Parked connections exist only with parking.
-            (Job::Resume(c) | Job::Close(c), None) => Some(cleared(c.lingering_close_here())),
-            // Only a parking child's listener sends it, and the worker's loop takes it.
-            (Job::Accept, _) => None,
         }
     }
 
     /// Runs a parked-mode connection until it parks, is suspended, or closes.
-    fn run_async(&self, mut c: AsyncConn, parking: &Parking) -> Option<Pool> {
+    fn run_async(&self, mut c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
         let rt = self.rt;
         rt.threads.set_worker_fd(self.t, c.fd());
         if c.is_lingering() {
-            return self.linger(c, parking);
+            return self.linger(c, p, w);
         }
         loop {
             match c.process() {
                 Step::WriteCompletion => {
                     c.set_status(status::BUSY_WRITE);
                     if !self.write_completion(&mut c) || !c.keeps_alive() {
-                        return self.linger(c, parking);
+                        return self.linger(c, p, w);
                     }
                     if c.input_pending() {
                         continue; // a pipelined request: serve it now
@@ -306,18 +284,13 @@ impl Worker {
                     // The response promised keep-alive, so the connection waits for its
                     // next request even if a graceful stop began meanwhile: the client
                     // may be sending it already. That request's response says
-                    // `Connection: close` (the core asks the MPM's state), and the
-                    // parking listener of a stopping child gives a quiet connection a
-                    // short while only (`parking::STOP_KEEP_ALIVE`).
-                    c.set_status(status::BUSY_KEEPALIVE);
-                    if self.may_hold(parking) && c.wait_ready(true, HOLD_ON_WORKER) {
-                        continue;
-                    }
-                    return self.park(c, ParkState::KeepAlive, parking);
+                    // `Connection: close` (the core asks the MPM's state), and a stopping
+                    // child gives a quiet connection a short while only.
+                    return self.park(c, ParkState::KeepAlive, p, w);
                 }
                 Step::WaitIo { read } => {
                     c.set_status(status::BUSY_READ);
-                    return self.park(c, ParkState::WaitIo { read }, parking);
+                    return self.park(c, ParkState::WaitIo { read }, p, w);
                 }
                 Step::Suspended => {
                     // A module owns the connection now and resumes it itself. It no
@@ -326,26 +299,13 @@ impl Worker {
                     // only (else a graceful stop waited for SIGTERM).
                     rt.threads.set_worker_fd(self.t, -1);
                     c.suspend();
-                    parking.suspended();
-                    parking.closed();
+                    p.suspended();
                     std::mem::forget(c);
                     return None;
                 }
-                Step::Linger => return self.linger(c, parking),
+                Step::Linger => return self.linger(c, p, w),
             }
         }
-    }
-
-    /// Whether this worker may wait on its keep-alive connection for a moment instead of
-    /// parking it at once (see `idle_split::hold_keep_alive`).
-    fn may_hold(&self, parking: &Parking) -> bool {
-        let h = Hold {
-            own: parking.open() as usize,
-            listener_waits: parking.listener_waits(),
-            in_accept: self.accept.map(|a| a.waiting()),
-            threads_per_child: self.rt.threads.workers(),
-        };
-        hold_keep_alive(h, || parking.siblings_open())
     }
 
     /// Flushes the response on this thread (write completion), waiting for the socket up
@@ -364,48 +324,55 @@ impl Worker {
         }
     }
 
-    /// Hands the connection to the listener; it is gone from this thread once pushed.
-    fn park(&self, mut c: AsyncConn, state: ParkState, parking: &Parking) -> Option<Pool> {
+    /// Parks the connection in the set; it is gone from this thread once parked.
+    fn park(
+        &self,
+        mut c: AsyncConn,
+        state: ParkState,
+        p: &Parking,
+        w: &mut Waiter,
+    ) -> Option<Pool> {
         self.rt.threads.set_worker_fd(self.t, -1);
         c.suspend();
-        match parking.park(Park { conn: c, state }) {
+        match p.park(w, c, state) {
             Ok(()) => None,
-            // The listener is leaving (the child stops): close it here.
-            Err(p) => {
-                let mut c = p.conn;
+            // Could not be armed: close it here.
+            Err(mut c) => {
                 c.resume(&self.thd, self.rt.slot, self.tn, self.id);
-                parking.closed();
+                p.closed();
                 Some(cleared(c.lingering_close_here()))
             }
         }
     }
 
     /// Lingering close: begins it here (pre_close hooks, flush, shutdown of our side),
-    /// reads what the client already sent, and parks the connection with the listener to
-    /// wait for the client's FIN without holding this thread.
-    fn linger(&self, mut c: AsyncConn, parking: &Parking) -> Option<Pool> {
+    /// reads what the client already sent, and parks the connection to wait for the
+    /// client's FIN without holding this thread.
+    fn linger(&self, mut c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
         c.set_status(status::CLOSING);
-        // A client usually closes right after reading the response: wait a moment for its
-        // FIN here before parking (parking costs an inbox push, epoll calls and a wake of
-        // the listener; see LINGER_ON_WORKER).
-        if (c.is_lingering() || c.start_lingering_close())
-            && !c.drain()
-            && !(c.wait_ready(true, LINGER_ON_WORKER) && c.drain())
-        {
+        if (c.is_lingering() || c.start_lingering_close()) && !c.drain() {
             let short = c.short_linger();
-            return self.park(c, ParkState::Linger { short }, parking);
+            return self.park(c, ParkState::Linger { short }, p, w);
         }
         self.rt.threads.set_worker_fd(self.t, -1);
-        parking.closed();
+        p.closed();
         Some(cleared(c.close(false)))
     }
 
-    /// An immediate stop: closes the job's connection unserved.
-    fn drop_unserved(&self, job: Job) -> Option<Pool> {
-        if let (Some(p), true) = (&self.rt.parking, job.has_connection()) {
-            p.closed();
+    /// A parked lingering close whose socket is readable: reads what came; done when the
+    /// client closed, else it waits on in its place.
+    fn linger_on(&self, mut parked: Parked, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+        if !parked.conn.drain() {
+            match p.linger_on(w, parked) {
+                Ok(()) => return None,
+                Err(c) => {
+                    p.closed();
+                    return Some(cleared(c.close(true)));
+                }
+            }
         }
-        job.close_unserved()
+        p.closed();
+        Some(cleared(parked.conn.close(true)))
     }
 }
 

@@ -8,18 +8,18 @@
 //! voluntary context switch and about two futex calls fewer per connection). A worker
 //! keeps its transaction pool from one connection to the next, and it accepts only while
 //! it is idle, so a child never holds more connections than it has workers, as with the
-//! listener. The listener thread is not started (with `RWorkerKeepAlive park` it is, for
-//! parked connections only, and it interrupts a worker in accept when it needs one on the
-//! fdqueue: `nudge_one`, `crate::mpm::idle_split`); what it otherwise does is here:
+//! listener. The listener thread is not started; what it otherwise does is here:
 //! MaxConnectionsPerChild, getting workers out of accept when the child stops (a signal:
-//! a blocked accept has no other way out), and the count of idle workers.
+//! a blocked accept has no other way out), and the count of idle workers. (A parking child,
+//! `RWorkerKeepAlive park`, accepts through its event set instead: `crate::mpm::parking`.)
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 
 use crate::ffi::listen::{Accepted, SharedListener};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::mpm::conn::Conn;
+use crate::mpm::connection_budget::ConnectionBudget;
 use crate::mpm::runtime::{ChildRuntime, StopMode, Threads, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
 
@@ -114,14 +114,11 @@ impl WorkerAccept {
             Accepted::Nothing
         } else {
             // Relaxed: a gauge for server-status.
-            // (A parking child's idle workers on the fdqueue count too.)
-            let idle = self.idle.fetch_add(1, Ordering::Relaxed) + 1;
-            rt.counters
-                .set(Counter::IdleWorkers, idle as u64 + rt.handoff.idlers());
+            self.idle.fetch_add(1, Ordering::Relaxed);
+            rt.counters.add(Counter::IdleWorkers, 1);
             let got = self.socket.accept(&mut pool);
-            let idle = self.idle.fetch_sub(1, Ordering::Relaxed) - 1;
-            rt.counters
-                .set(Counter::IdleWorkers, idle as u64 + rt.handoff.idlers());
+            self.idle.fetch_sub(1, Ordering::Relaxed);
+            rt.counters.remove(Counter::IdleWorkers, 1);
             got
         };
         // Relaxed: a late clear only costs this worker a spurious signal, which the
@@ -147,19 +144,10 @@ impl WorkerAccept {
                     Next::Again(pool)
                 }
             }
-            Accepted::OutOfFiles if rt.parking.is_some() => {
-                // A parking child keeps what it holds: it accepts no more until some
-                // close, and its workers wait on the fdqueue meanwhile.
-                self.budget.release();
-                if let Some(p) = &rt.parking {
-                    p.out_of_files();
-                }
-                Next::Again(pool)
-            }
             Accepted::Broken | Accepted::OutOfFiles => {
                 // ap_unixd_accept logged the cause; a broken listener is a resource
-                // shortage, as with the listener thread (without parking a child holds no
-                // more connections than it has threads).
+                // shortage, as with the listener thread (such a child holds no more
+                // connections than it has threads).
                 self.budget.release();
                 self.retire_sick(rt);
                 Next::Stop
@@ -171,32 +159,6 @@ impl WorkerAccept {
     pub fn waiting(&self) -> usize {
         // Relaxed: a gauge (and a hint for `idle_split`).
         self.idle.load(Ordering::Relaxed)
-    }
-
-    /// A parking child's listener needs a worker on the fdqueue and none is there:
-    /// interrupts one worker waiting in accept, which then looks at the fdqueue. False
-    /// when none is in accept.
-    pub fn nudge_one(&self, threads: &Threads) -> bool {
-        // Relaxed: a flag read late costs a nudge that lands on a worker that has just
-        // left accept (its blocking calls retry EINTR) or none at all; the listener tries
-        // again shortly while it still waits.
-        let Some(t) = self
-            .in_accept
-            .iter()
-            .position(|f| f.load(Ordering::Relaxed))
-        else {
-            return false;
-        };
-        match threads.worker_os_thread(t) {
-            Some(os) => {
-                // SAFETY: the caller is the child's listener thread, and the main thread
-                // joins the workers only after the listener has left, so worker `t`'s
-                // thread exists.
-                unsafe { os.signal(WORKER_SIGNAL) };
-                true
-            }
-            None => false,
-        }
     }
 
     /// The main thread, once the child stops (a stop at least graceful is requested here
@@ -263,83 +225,3 @@ impl WorkerAccept {
 
 /// How long a worker that found no connection left to reserve waits before it looks again.
 const BUDGET_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// MaxConnectionsPerChild for workers that accept concurrently. A worker reserves one
-/// connection before it waits in accept and gives it back if it got none, so a child never
-/// accepts more than the limit; the child stops when the limit is *accepted*, not when it
-/// is merely reserved (workers waiting in accept must not retire an idle child).
-#[derive(Debug)]
-struct ConnectionBudget {
-    /// Connections neither accepted nor reserved (`u64::MAX`: no limit).
-    left: AtomicU64,
-    /// Connections accepted.
-    accepted: AtomicU64,
-    /// MaxConnectionsPerChild (`u64::MAX`: none).
-    limit: u64,
-}
-
-impl ConnectionBudget {
-    /// A budget of `max` connections (0: unlimited, as MaxConnectionsPerChild 0).
-    fn new(max: u64) -> ConnectionBudget {
-        let limit = if max == 0 { u64::MAX } else { max };
-        ConnectionBudget {
-            left: AtomicU64::new(limit),
-            accepted: AtomicU64::new(0),
-            limit,
-        }
-    }
-
-    /// Reserves a connection for an accept; false when every one left is reserved.
-    fn reserve(&self) -> bool {
-        // Relaxed: counters that guard no other memory.
-        self.limit == u64::MAX
-            || self
-                .left
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_ok()
-    }
-
-    /// Gives back a reservation whose accept gave nothing.
-    fn release(&self) {
-        if self.limit != u64::MAX {
-            // Relaxed: as in reserve.
-            self.left.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Counts a reserved connection as accepted; true exactly once, for the one that
-    /// reaches the limit.
-    fn accepted(&self) -> bool {
-        // Relaxed: as in reserve.
-        self.limit != u64::MAX && self.accepted.fetch_add(1, Ordering::Relaxed) + 1 == self.limit
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ConnectionBudget;
-
-    #[test]
-    fn reservations_never_exceed_the_limit_and_only_accepts_spend_it() {
-        let b = ConnectionBudget::new(3);
-        // Three workers wait in accept; a fourth finds nothing left to reserve.
-        assert!(b.reserve() && b.reserve() && b.reserve());
-        assert!(!b.reserve());
-        // One is interrupted (a signal): its reservation comes back.
-        b.release();
-        assert!(b.reserve());
-        // Waiting reserved nothing away for good: the child stops only on the third accept.
-        assert!(!b.accepted() && !b.accepted());
-        assert!(
-            b.accepted(),
-            "the third accepted connection reaches the limit"
-        );
-        assert!(!b.reserve(), "spent");
-    }
-
-    #[test]
-    fn zero_means_no_limit() {
-        let b = ConnectionBudget::new(0);
-        assert!((0..10_000).all(|_| b.reserve() && !b.accepted()));
-    }
-}

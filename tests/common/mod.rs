@@ -538,9 +538,9 @@ impl Server {
     }
 
     /// Whether this server's children run a listener thread: the stock MPMs always; rworker
-    /// unless its idle workers accept for themselves (`RWorkerAccept workers`, the default,
-    /// which needs one listening socket and `RWorkerQueue atomic`) and it does not park
-    /// connections (with `RWorkerKeepAlive park` the listener watches the parked ones).
+    /// unless its idle workers accept for themselves: with `RWorkerAccept workers` (the
+    /// default, which needs one listening socket and `RWorkerQueue atomic`), or through its
+    /// event set with `RWorkerKeepAlive park`.
     pub fn has_listener_thread(&self) -> bool {
         if self.mpm != Mpm::Rworker {
             return true;
@@ -552,11 +552,19 @@ impl Server {
                 .iter()
                 .any(|l| l.to_ascii_lowercase().contains(needle))
         };
-        env_is("RWORKER_TEST_KEEPALIVE", "park")
-            || env_is("RWORKER_TEST_ACCEPT", "listener")
+        // The configuration's own line comes after the environment's, so it wins.
+        let park = if extra("rworkerkeepalive thread") {
+            false
+        } else {
+            extra("rworkerkeepalive park") || env_is("RWORKER_TEST_KEEPALIVE", "park")
+        };
+        if park {
+            // Its idle workers wait on its event set, for any number of listening sockets.
+            return false;
+        }
+        env_is("RWORKER_TEST_ACCEPT", "listener")
             || extra("rworkeraccept listener")
             || extra("rworkerqueue apr")
-            || extra("rworkerkeepalive park")
             || extra("listen ")
     }
 
@@ -1086,6 +1094,16 @@ pub fn task_count(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/task"))
         .map(|rd| rd.count())
         .unwrap_or(0)
+}
+
+/// The thread ids of `pid` (its tasks in /proc).
+pub fn task_ids(pid: i32) -> Vec<i32> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Real uid of `pid`.

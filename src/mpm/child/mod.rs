@@ -22,14 +22,14 @@ use crate::ffi::retained::Retained;
 use crate::ffi::thread::{self, Spawner};
 use crate::ffi::{panic, process, scoreboard, signal};
 use crate::mpm::handoff::Handoff;
-use crate::mpm::inbox::Parking;
+use crate::mpm::parking::Parking;
 use crate::mpm::runtime::{
     ChildRuntime, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
 };
 use crate::mpm::settings::{AcceptMode, AcceptSite, KeepAliveMode, ListenerBecause};
 use crate::mpm::status::{ChildCounters, Counter};
 use crate::mpm::worker_accept::WorkerAccept;
-use crate::mpm::{listen, listener, open_files, settings};
+use crate::mpm::{listen, listener, settings};
 use crate::sys;
 use starter::Acceptor;
 
@@ -95,6 +95,9 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         crate::ffi::listen::close_fds(&r.take_old_pods(token));
     }
     scoreboard::reopen(&pchild);
+    // The slot's connection counts are this child's from now on (a killed predecessor may
+    // have left some).
+    scoreboard::reset_async(slot);
     let accept_mutex = match buckets.accept_mutex(bucket as usize) {
         None => None,
         Some(m) => match AcceptMutex::child_init(m, &pchild) {
@@ -120,7 +123,12 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     httpd::run_child_init(token, &pchild);
     main.pchild = Some(pchild);
 
-    let rt = match build_runtime(pconf, slot, st) {
+    let mut sockets = buckets.listeners(bucket as usize);
+    let parking_sockets = match st.keep_alive {
+        KeepAliveMode::Park => std::mem::take(&mut sockets),
+        KeepAliveMode::Thread => Vec::new(),
+    };
+    let rt = match build_runtime(pconf, slot, st, parking_sockets) {
         Ok(rt) => rt,
         Err(rv) => {
             crate::mpm_log!(
@@ -131,23 +139,20 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
             main.exit(sys::APEXIT_CHILDFATAL as c_int)
         }
     };
-    let acceptor = acceptor(
-        rt,
-        buckets.listeners(bucket as usize),
-        accept_mutex,
-        pconf,
-        st,
-    );
+    let acceptor = match rt.parking {
+        Some(_) => Acceptor::Parking,
+        None => acceptor(rt, sockets, accept_mutex, pconf, st),
+    };
     let accept = match &acceptor {
-        Acceptor::Workers(acc) | Acceptor::WorkersAndParking(acc, _) => Some(*acc),
-        Acceptor::Listener(_) => None,
+        Acceptor::Workers(acc) => Some(*acc),
+        Acceptor::Listener(_) | Acceptor::Parking => None,
     };
 
     signal::interrupt_only(LISTENER_SIGNAL);
     signal::interrupt_only(WORKER_SIGNAL);
     main.stopping_ran = false;
 
-    let starter = match rt.spawner.spawn(move |_| {
+    let starter = match rt.spawner.spawn(c"rw-starter", move |_| {
         let _place = panic::enter("starter thread");
         starter::run(rt, acceptor)
     }) {
@@ -176,17 +181,22 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     starter.join();
     rt.signal_threads(mode);
     if let Some(acc) = accept {
-        // The child accepts no more once its workers are out of accept. Without parking
-        // there is no listener to leave: that is when the listener has gone. A parking
-        // listener leaves by itself once its parked connections are done.
+        // The child accepts no more once its workers are out of accept; there is no
+        // listener to leave: that is when the listener has gone.
         acc.leave(rt);
         scoreboard::set_quiescing(rt.slot);
-        if rt.parking.is_none() {
-            rt.shutdown.mark_listener_gone();
-        }
+        rt.shutdown.mark_listener_gone();
+    }
+    if rt.parking.is_some() {
+        // No listener either: the event set stopped accepting in signal_threads.
+        rt.shutdown.mark_listener_gone();
     }
     main.run_child_stopping(mode == StopMode::Graceful);
     join_threads(rt, mode);
+    if let Some(p) = &rt.parking {
+        p.finish();
+        rt.handoff.free_idle_pools();
+    }
 
     crate::mpm_log!(
         level::DEBUG,
@@ -253,13 +263,7 @@ fn acceptor(
                 httpd::max_connections_per_child().max(0) as u64,
                 rt.threads.workers(),
             )));
-            return match rt.parking {
-                Some(_) => Acceptor::WorkersAndParking(
-                    acc,
-                    listener::Listener::new(Vec::new(), None, pconf),
-                ),
-                None => Acceptor::Workers(acc),
-            };
+            return Acceptor::Workers(acc);
         }
     }
     Acceptor::Listener(listener::Listener::new(sockets, accept_mutex, pconf))
@@ -269,6 +273,7 @@ fn build_runtime(
     pconf: ConfigPool,
     slot: c_int,
     st: settings::Settings,
+    parking_sockets: Vec<ListenSocket>,
 ) -> Result<&'static ChildRuntime, i32> {
     let tpc = st.threads_per_child.max(1) as usize;
     let spawner = Spawner::new(
@@ -276,12 +281,14 @@ fn build_runtime(
         httpd::thread_stack_size(),
     )?;
     let handoff = Handoff::new(st.queue, tpc, pconf)?;
+    let counters = ChildCounters::for_slot(slot);
     let parking = match st.keep_alive {
         KeepAliveMode::Park => Some(Parking::new(
             slot,
+            counters.gauges(),
             tpc,
-            st.daemons_limit.max(1) as usize,
-            open_files::child_connection_budget(tpc),
+            parking_sockets,
+            pconf,
         )?),
         KeepAliveMode::Thread => None,
     };
@@ -295,7 +302,7 @@ fn build_runtime(
         shutdown: Shutdown::default(),
         threads: Threads::new(tpc),
         spawner,
-        counters: ChildCounters::for_slot(slot),
+        counters,
     })))
 }
 
@@ -339,7 +346,7 @@ fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
 /// Joins the listener and the workers. A graceful stop waits for in-flight
 /// connections; a SIGTERM from the parent while waiting (GracefulShutdownTimeout
 /// expired, or `-k stop`) turns it into an immediate stop.
-fn join_threads(rt: &ChildRuntime, mut mode: StopMode) {
+fn join_threads(rt: &'static ChildRuntime, mut mode: StopMode) {
     if let Some(listener) = rt.threads.take_listener() {
         // The listener may be between its stop check and a blocking call when the signal
         // lands: nudge it again until it reports that it left its loop.

@@ -2,7 +2,8 @@
 //! scoreboard column that is free — DEAD, or GRACEFUL, which a quiescing child of an
 //! older generation may still hold after a graceful restart, so it retries each second —
 //! and the listener together with the first worker (none when the workers accept for
-//! themselves, `RWorkerAccept workers`, unless it parks connections).
+//! themselves, `RWorkerAccept workers`, nor in a parking child, whose listening sockets go
+//! into its event set once the first worker exists).
 
 use std::os::raw::c_int;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use crate::ffi::scoreboard::{self, status};
 use crate::ffi::thread;
 use crate::mpm::runtime::{ChildRuntime, StopMode};
 use crate::mpm::worker_accept::WorkerAccept;
-use crate::mpm::{listener, parking, worker};
+use crate::mpm::{listener, worker};
 
 /// Who accepts the child's connections.
 pub enum Acceptor {
@@ -20,9 +21,8 @@ pub enum Acceptor {
     Listener(listener::Listener),
     /// The idle workers themselves (`RWorkerAccept workers`).
     Workers(&'static WorkerAccept),
-    /// The idle workers, in a parking child (`RWorkerKeepAlive park`): the listener thread
-    /// (without listening sockets) watches the parked connections.
-    WorkersAndParking(&'static WorkerAccept, listener::Listener),
+    /// The idle workers through the child's event set (`RWorkerKeepAlive park`).
+    Parking,
 }
 
 /// Runs the starter: returns once every worker exists, a stop was requested, or a thread
@@ -37,7 +37,7 @@ pub fn run(rt: &'static ChildRuntime, acceptor: Acceptor) {
     let (mut listener, accept) = match acceptor {
         Acceptor::Listener(l) => (Some(l), None),
         Acceptor::Workers(acc) => (None, Some(acc)),
-        Acceptor::WorkersAndParking(acc, l) => (Some(l), Some(acc)),
+        Acceptor::Parking => (None, None),
     };
     let tpc = rt.threads.workers();
     let mut created = 0usize;
@@ -56,7 +56,10 @@ pub fn run(rt: &'static ChildRuntime, acceptor: Acceptor) {
             }
             scoreboard::set_thread_status(rt.slot, t as c_int, status::STARTING);
             rt.threads.worker_starting();
-            match rt.spawner.spawn(move |thd| worker::run(rt, t, thd, accept)) {
+            match rt
+                .spawner
+                .spawn(c"rw-worker", move |thd| worker::run(rt, t, thd, accept))
+            {
                 Ok(h) => rt.threads.set_worker(t, h),
                 Err(rv) => {
                     rt.threads.worker_not_created();
@@ -69,12 +72,13 @@ pub fn run(rt: &'static ChildRuntime, acceptor: Acceptor) {
                 }
             }
             created += 1;
+            if created == 1 {
+                if let Some(p) = &rt.parking {
+                    p.start_accepting();
+                }
+            }
             if let Some(l) = listener.take() {
-                let run = move |_| match rt.parking {
-                    Some(_) => parking::run(l, rt, accept),
-                    None => l.run(rt),
-                };
-                match rt.spawner.spawn(run) {
+                match rt.spawner.spawn(c"rw-listener", move |_| l.run(rt)) {
                     Ok(h) => rt.threads.set_listener(h),
                     Err(rv) => {
                         give_up(

@@ -1,677 +1,683 @@
-//! The listener of a parking child (`RWorkerKeepAlive park`): one epoll set holds the
-//! listening sockets, the wake eventfd and every parked connection, so an idle
-//! keep-alive connection costs no thread. The listener alone owns the set, the table of
-//! parked connections (`table`) and their timeout lists (`timeouts`): workers reach it
-//! only through the lock-free inbox (`crate::mpm::inbox`), so nothing here takes a lock.
+//! A parking child (`RWorkerKeepAlive park`): its idle workers take turns waiting on one
+//! event set (Leader/Followers, with the kernel as the dispatcher), and a connection holds a
+//! thread only while a request is served.
 //!
-//! One turn of the loop: take in what workers parked; expire what timed out (keep-alive
-//! and I/O waits go to a worker for a lingering close, so pre_close hooks run there;
-//! lingering closes that timed out are closed here); hand ready connections to idle
-//! workers, oldest first; accept new connections only while a worker is reserved and no
-//! ready connection waits (so, as with the stock worker, new clients wait in the kernel's
-//! backlog when every worker is busy); sleep in epoll_wait until something happens.
-//! Nothing is closed before its timeout for lack of a worker: a ready connection waits in
-//! the FIFO until a worker frees up.
+//! The set holds the child's listening sockets (`gate`), a bell (an eventfd that wakes every
+//! worker when the child is done), an alarm (a timerfd for the earliest timeout) and every
+//! parked connection (one-shot). Each idle worker waits in `epoll_wait` for one event; the
+//! kernel wakes one waiter per event, and the worker handles what it woke for:
 //!
-//! On a graceful stop the listener closes its listening sockets and gives each parked
-//! keep-alive connection `STOP_KEEP_ALIVE` more to send its next request (the last
-//! response promised keep-alive, and a busy client may be sending already): a request
-//! that comes is served, with `Connection: close` since the MPM is stopping; a
-//! connection still quiet then gets a short lingering close. It lets requests in flight
-//! finish and lingering closes end, and leaves when the child has no connection left.
+//! - a listening socket: it accepts one connection (non-blocking) and serves it;
+//! - a parked connection: it claims it (`rworker_queue::ParkSlots`: a CAS on the slot's claim
+//!   word, which readiness, expiry and a stop race for; the loser forgets it) and serves its
+//!   next request, or goes on with its lingering close;
+//! - the alarm: it pops what timed out (`rworker_queue::Timeouts`, FIFOs per worker and
+//!   timeout length, lazy deletion), claims each, and closes it;
+//! - the bell: the child is done, it leaves.
+//!
+//! A worker that finished a request parks the connection itself: it takes the connection's
+//! next ticket, files its timeout, arms the socket in the set under that ticket, and only
+//! then publishes the connection in its slot; from then on it never touches it again. Nobody
+//! hands a connection to anybody, and nothing here takes a lock.
+//!
+//! Nothing is closed before its timeout because workers are busy: a connection that became
+//! readable stays in the set's ready list until a worker is free. A graceful stop takes the
+//! listening sockets out, gives each parked keep-alive connection `STOP_KEEP_ALIVE` for one
+//! more request (its last response promised keep-alive, and a busy client may be sending
+//! already; that request is answered with `Connection: close`), lets lingering closes end
+//! within `SHORT_LINGER`, and rings the bell once the last connection is closed
+//! (`rworker_queue::Drain`).
 
-mod ready;
-mod table;
-mod timeouts;
+mod classes;
+mod gate;
 
-use std::time::{Duration, Instant};
+use std::os::raw::c_int;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rworker_queue::{Alarm, Drain, ParkSlots, Producer, Ticket, Timeouts};
 
 use crate::ffi::async_conn::AsyncConn;
-use crate::ffi::epoll::{Epoll, Interest};
+use crate::ffi::epoll::{monotonic_ns, Epoll, Interest, TimerFd, WakeFd};
 use crate::ffi::httpd;
-use crate::ffi::listen::Accepted;
+use crate::ffi::listen::{Accepted, Listener as ListenSocket};
 use crate::ffi::log::level;
-use crate::ffi::pool::Pool;
-use crate::ffi::scoreboard::{self, AsyncCounts};
-use crate::ffi::{panic, signal};
+use crate::ffi::pool::{ConfigPool, Pool};
+use crate::ffi::scoreboard::{self, AsyncField};
 use crate::mpm::conn::Conn;
-use crate::mpm::handoff::Job;
-use crate::mpm::idle_split::accept_cap;
-use crate::mpm::inbox::{Park, ParkState, Parking};
-use crate::mpm::listener::{publish_wakes, Listener};
-use crate::mpm::runtime::{ChildRuntime, StopMode, LISTENER_SIGNAL};
-use crate::mpm::status::Counter;
-use crate::mpm::worker_accept::WorkerAccept;
-use ready::Ready;
-use table::{Key, Table};
-use timeouts::Timeouts;
+use crate::mpm::connection_budget::ConnectionBudget;
+use crate::mpm::open_files;
+use crate::mpm::handoff::Handoff;
+use crate::mpm::status::{Counter, Gauges};
+use classes::Classes;
+use gate::Gate;
 
-/// The epoll key of the wake eventfd; listening socket `i` is `WAKE - 1 - i`.
-const WAKE: u64 = u64::MAX;
-/// Keys at or above this are the listening sockets' and the eventfd's.
-const FIXED_KEYS: u64 = u64::MAX - 1024;
-/// Lingering close after the client was told we are done (`SECONDS_TO_LINGER`).
+/// The bell's key in the set.
+const BELL: u64 = u64::MAX;
+/// The alarm's key.
+const ALARM: u64 = u64::MAX - 1;
+/// Listening socket `i`'s key is `GATES - i` (tickets never come near: their low half is a
+/// descriptor number).
+const GATES: u64 = u64::MAX - 2;
+
+/// Lingering close after the client was told we are done (httpd's `SECONDS_TO_LINGER`).
 const SHORT_LINGER: Duration = Duration::from_secs(2);
-/// Lingering close at most (`MAX_SECS_TO_LINGER`).
+/// Lingering close at most (httpd's `MAX_SECS_TO_LINGER`).
 const LINGER: Duration = Duration::from_secs(30);
 /// A stopping child's keep-alive connections wait at most this long for their next
 /// request (less if their KeepAliveTimeout ends sooner). A client in the middle of its
 /// requests sends the next one within milliseconds of a response; one quiet for a second
-/// is idle, and is closed as KeepAliveTimeout would close it. Closing at once instead
-/// cut the request a busy client was sending: 82-97 wrk read errors per graceful restart
-/// under `wrk -c100` keep-alive (bench/graceful/run.sh, 2026-12-02).
+/// is idle, and is closed as KeepAliveTimeout would close it. Closing at once instead cut
+/// the request a busy client was sending: 82-97 wrk read errors per graceful restart under
+/// `wrk -c100` keep-alive (bench/graceful/run.sh, 2026-12-02).
 const STOP_KEEP_ALIVE: Duration = Duration::from_secs(1);
-/// Longest sleep while work waits for an idle worker (a missed wake costs at most this).
-const IDLER_POLL: Duration = Duration::from_millis(100);
-/// With workers that accept: how soon the listener interrupts another worker in accept
-/// when the one it interrupted has not come to the fdqueue (it had just accepted).
-const NUDGE_AGAIN: Duration = Duration::from_millis(5);
-/// With workers that accept: how often the listener re-publishes its open connections
-/// (`Parking::opened` and `closed` publish each change) and sets its accept cap from its
-/// siblings' (`idle_split::accept_cap`).
-const BALANCE_EVERY: Duration = Duration::from_millis(10);
-/// How often an idle listener whose child the accept cap stopped looks at its siblings'
-/// counts again (a child with more idle connections than its siblings wakes this often).
-const CAPPED_RECHECK: Duration = Duration::from_millis(50);
-/// How often the scoreboard's connection counts are refreshed.
-const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+/// How late the alarm may fire after the earliest deadline: deadlines are rounded up to a
+/// multiple of this, so a child whose connections time out one after another wakes for
+/// them at most ten times a second (the event MPM's `TIMEOUT_FUDGE_FACTOR`). Never early.
+const ALARM_SLACK: u64 = 100_000_000;
+/// Connections one worker closes per wake of the alarm before it leaves the rest to the
+/// next worker (the alarm is set again at once): a burst of timeouts (thousands of idle
+/// clients that connected together) is spread over the idle workers.
+const EXPIRE_BATCH: usize = 64;
 
-/// One parked connection.
-struct Entry {
-    conn: AsyncConn,
-    state: ParkState,
-    /// When the wait ends (a lingering close that reads data keeps it, and its place in
-    /// its timeout list).
-    deadline: Instant,
+/// Why a connection is parked, and so what the set waits for and how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParkState {
+    /// Between requests: readable within KeepAliveTimeout, else closed.
+    KeepAlive,
+    /// A module waits for the socket (h2 flow control): readable (`read`) or writable
+    /// within Timeout, then its protocol runs again.
+    WaitIo { read: bool },
+    /// Lingering close: reading what the client still sends until it closes, for up to
+    /// 2 s (`short`) or 30 s.
+    Linger { short: bool },
 }
 
-/// The parking listener's state (see the module doc).
-struct ParkingListener<'a> {
-    rt: &'static ChildRuntime,
-    parking: &'a Parking,
-    l: Listener,
-    epoll: Epoll,
-    table: Table<Entry>,
-    timeouts: Timeouts<Key>,
-    ready: Ready,
-    /// A worker is reserved for the next job or accept.
-    have_idler: bool,
-    /// The listening sockets are armed in the epoll set.
-    accepting: bool,
-    /// The listening sockets are closed (stop under way).
-    listeners_closed: bool,
-    /// The pool the next connection is accepted into, and where it came from.
-    ptrans: Option<(Pool, Counter)>,
+impl ParkState {
+    /// The tag in the slot's claim word (for a stop's scan and for the counts).
+    fn tag(self) -> u8 {
+        match self {
+            ParkState::KeepAlive => 0,
+            ParkState::WaitIo { read: true } => 1,
+            ParkState::WaitIo { read: false } => 2,
+            ParkState::Linger { short: true } => 3,
+            ParkState::Linger { short: false } => 4,
+        }
+    }
+
+    fn from_tag(tag: u8) -> ParkState {
+        match tag {
+            0 => ParkState::KeepAlive,
+            1 => ParkState::WaitIo { read: true },
+            2 => ParkState::WaitIo { read: false },
+            3 => ParkState::Linger { short: true },
+            _ => ParkState::Linger { short: false },
+        }
+    }
+
+    /// mod_status's count this state is shown in.
+    fn field(self) -> AsyncField {
+        match self {
+            ParkState::KeepAlive => AsyncField::KeepAlive,
+            ParkState::WaitIo { .. } => AsyncField::WaitIo,
+            ParkState::Linger { .. } => AsyncField::LingeringClose,
+        }
+    }
+}
+
+/// A parked connection, as it waits in its slot.
+#[derive(Debug)]
+pub struct Parked {
+    /// The connection.
+    pub conn: AsyncConn,
+    /// What it waits for.
+    pub state: ParkState,
+    /// Its ticket (a lingering close that waits on keeps it: `Parking::linger_on`).
+    ticket: Ticket,
+    /// When its wait ends ([`monotonic_ns`]).
+    deadline: u64,
+}
+
+/// What a worker woke for (see the module doc).
+pub enum Woken {
+    /// A connection it accepted, into a pool of `source` (`PoolsReused` or
+    /// `PoolsCreated`); `last`: it reached MaxConnectionsPerChild (served, then the child
+    /// retires).
+    New {
+        conn: Conn,
+        source: Counter,
+        last: bool,
+    },
+    /// Accept failed for want of a resource (the core logged why; or no transaction
+    /// pool): the child retires, sick.
+    Broken,
+    /// A parked connection it claimed: readable (or writable), or for a lingering close,
+    /// the client sent more or closed.
+    Ready(Parked),
+    /// Parked connections whose time is up, claimed: to close.
+    Expired(Vec<Parked>),
+    /// The child is done: leave.
+    Exit,
+    /// Nothing for it (a sibling took the connection, a stale event, a signal).
+    Nothing,
+}
+
+/// The alarm, rounded up to `ALARM_SLACK`.
+struct CoarseAlarm<'a>(&'a TimerFd);
+
+impl Alarm for CoarseAlarm<'_> {
+    fn set(&self, deadline: u64) {
+        self.0
+            .set(deadline.div_ceil(ALARM_SLACK).saturating_mul(ALARM_SLACK));
+    }
+}
+
+/// A worker's own part of the set: where it files timeouts, the pool it keeps for its
+/// next accept, and the child's stack of recycled pools.
+pub struct Waiter {
+    timeouts: Producer<'static, Ticket>,
+    /// A cleared transaction pool kept from the last connection this worker closed.
+    pub pool: Option<Pool>,
+    /// The child's recycled pools (queue_info's stack).
+    recycled: &'static Handoff,
+}
+
+/// What a parking child's threads share (see the module doc).
+pub struct Parking {
+    set: Epoll,
+    bell: WakeFd,
+    timer: TimerFd,
+    gates: Box<[Gate]>,
+    slots: ParkSlots<Parked>,
+    timeouts: Timeouts<Ticket>,
+    classes: Classes,
+    /// Open connections, the stop, the bell's protocol.
+    drain: Drain,
+    /// MaxConnectionsPerChild.
+    budget: ConnectionBudget,
+    /// The most connections the child may hold for its open-file limit
+    /// (`crate::mpm::open_files`).
+    max_open: AtomicUsize,
+    /// Accept met EMFILE (logged once).
+    out_of_files: AtomicBool,
+    /// The gates were taken out of the set at the open-file limit: a close below it puts
+    /// them back.
+    files_blocked: AtomicBool,
+    /// Workers (each a timeout producer; the main thread is one more, for the stop).
+    workers: usize,
+    slot: c_int,
+    /// The child's gauges (AtFileLimit, Parked).
+    gauges: Gauges,
+    pconf: ConfigPool,
     max_mem_free: usize,
-    /// MaxConnectionsPerChild: connections this child may still accept.
-    connections_left: u64,
-    wakes_counted: u64,
-    last_publish: Instant,
-    /// The workers accept new connections themselves (`RWorkerAccept workers`): this
-    /// listener only watches parked connections, and gets workers out of accept when it
-    /// needs one on the fdqueue (`crate::mpm::idle_split`).
-    accept: Option<&'static WorkerAccept>,
-    /// With `accept`: a worker was wanted on the fdqueue since the last publish.
-    short_on_queue: bool,
-    /// With `accept`: when a worker was last interrupted in accept.
-    last_nudge: Option<Instant>,
-    /// With `accept`: when the accept cap was last set.
-    last_balance: Option<Instant>,
-    /// With `accept`: the accept cap stopped this child at the last balance.
-    capped: bool,
 }
 
-/// The listener thread's body in a parking child; with `accept`, the workers accept new
-/// connections and `l` has no sockets.
-pub fn run(l: Listener, rt: &'static ChildRuntime, accept: Option<&'static WorkerAccept>) {
-    let _place = panic::enter("listener thread (parking)");
-    rt.threads.listener_started();
-    signal::unblock_for_this_thread(LISTENER_SIGNAL);
-    let Some(parking) = rt.parking.as_ref() else {
-        return l.run(rt);
-    };
-    let epoll = match Epoll::new(256) {
-        Ok(e) => e,
-        Err(errno) => {
-            crate::mpm_log!(
-                level::EMERG,
-                errno,
-                "RW00031: could not create the listener's epoll set"
-            );
-            rt.shutdown.mark_sick();
-            rt.ask_main_thread_to_stop(StopMode::Graceful);
-            rt.shutdown.mark_listener_gone();
-            return;
-        }
-    };
-    let mut pl = ParkingListener {
-        rt,
-        parking,
-        l,
-        epoll,
-        table: Table::default(),
-        timeouts: Timeouts::default(),
-        ready: Ready::default(),
-        have_idler: false,
-        accepting: false,
-        listeners_closed: false,
-        ptrans: None,
-        max_mem_free: httpd::max_mem_free(),
-        connections_left: match httpd::max_connections_per_child() {
-            n if n > 0 => n as u64,
-            _ => u64::MAX,
-        },
-        wakes_counted: 0,
-        last_publish: Instant::now(),
-        accept,
-        short_on_queue: false,
-        last_nudge: None,
-        last_balance: None,
-        capped: false,
-    };
-    pl.run();
-}
-
-impl ParkingListener<'_> {
-    fn run(&mut self) {
-        let mut consumer = self
-            .parking
-            .inbox
-            .consumer()
-            .expect("the listener is the inbox's only consumer");
-        let _ = self
-            .epoll
-            .add(self.parking.wake.fd(), Interest::ReadLevel, WAKE);
-        for s in &self.l.sockets {
-            s.set_nonblocking();
-        }
-        let mut self_stop = false;
-        loop {
-            let now = Instant::now();
-            if self.rt.shutdown.workers_must_exit() {
-                break;
-            }
-            let stopping = self.rt.shutdown.is_stopping();
-            if stopping && !self.listeners_closed {
-                self.begin_stop();
-            }
-            if !stopping && !self_stop && self.connections_left == 0 {
-                // MaxConnectionsPerChild reached: this child retires gracefully.
-                self_stop = true;
-                self.rt.ask_main_thread_to_stop(StopMode::Graceful);
-            }
-            for p in consumer.drain() {
-                self.take_in(p, stopping, now);
-            }
-            self.expire(now);
-            self.dispatch();
-            if !stopping {
-                self.balance(now);
-            }
-            self.arm_listeners(stopping);
-            if now.duration_since(self.last_publish) >= PUBLISH_EVERY {
-                self.publish();
-                if !stopping {
-                    self.resize_split();
-                }
-            }
-            if stopping
-                && self.table.is_empty()
-                && self.ready.is_empty()
-                && self.parking.open() == 0
-            {
-                break;
-            }
-            // Sleep until a socket, a worker or a deadline needs us.
-            let waiting_for_idler = !self.have_idler && !self.ready.is_empty();
-            if waiting_for_idler {
-                self.parking.want_idler();
-                if self.rt.handoff.try_get_idler() {
-                    self.have_idler = true;
-                    self.parking.idler_found();
-                    continue;
-                }
-                self.nudge(now);
-            }
-            let mut timeout = self.timeouts.poll_timeout_ms(now);
-            let mut cap = |d: Duration| {
-                let ms = d.as_millis() as i32;
-                if timeout < 0 || timeout > ms {
-                    timeout = ms;
-                }
-            };
-            cap(PUBLISH_EVERY);
-            if waiting_for_idler || stopping {
-                cap(IDLER_POLL);
-            }
-            if waiting_for_idler && self.accept.is_some() {
-                cap(NUDGE_AGAIN);
-            }
-            if let Some(acc) = self.accept {
-                // No worker accepts here: look again soon (balance), at the siblings' counts
-                // if the cap stopped this child, or to send a worker back to accept.
-                if self.capped {
-                    cap(CAPPED_RECHECK);
-                } else if acc.waiting() == 0 {
-                    cap(BALANCE_EVERY);
-                }
-            }
-            let sleep = consumer.prepare_to_sleep();
-            let events: Vec<(u64, bool)> =
-                self.epoll.wait(if sleep { timeout } else { 0 }).collect();
-            consumer.awake();
-            for (key, hup) in events {
-                self.event(key, hup);
-            }
-        }
-        self.finish(consumer);
+impl Parking {
+    /// The set for the child in scoreboard `slot` (its gauges `gauges`) with `workers`
+    /// workers, accepting on `sockets`, with pools under `pconf`. It holds at most as many
+    /// connections as its open-file limit leaves room for (`open_files`), and
+    /// MaxConnectionsPerChild. Errors: errno (no epoll set, eventfd or timerfd).
+    pub fn new(
+        slot: c_int,
+        gauges: Gauges,
+        workers: usize,
+        sockets: Vec<ListenSocket>,
+        pconf: ConfigPool,
+    ) -> Result<Parking, i32> {
+        let set = Epoll::new()?;
+        let bell = WakeFd::new()?;
+        let timer = TimerFd::new()?;
+        set.add(bell.fd(), Interest::ReadLevel, BELL)?;
+        set.add(timer.fd(), Interest::ReadOnce, ALARM)?;
+        let classes = Classes::new(
+            httpd::server_timeouts()
+                .into_iter()
+                .flat_map(|(keep_alive, timeout)| [keep_alive, timeout])
+                .chain([SHORT_LINGER, LINGER, STOP_KEEP_ALIVE]),
+        );
+        let gates = sockets
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| Gate::new(s.into_polled(), GATES - i as u64))
+            .collect();
+        Ok(Parking {
+            set,
+            bell,
+            timer,
+            gates,
+            slots: ParkSlots::new(open_files::descriptor_ceiling()),
+            timeouts: Timeouts::new(workers + 1, classes.len()),
+            classes,
+            drain: Drain::new(),
+            budget: ConnectionBudget::new(httpd::max_connections_per_child().max(0) as u64),
+            max_open: AtomicUsize::new(open_files::child_connection_budget(workers)),
+            out_of_files: AtomicBool::new(false),
+            files_blocked: AtomicBool::new(false),
+            workers,
+            slot,
+            gauges,
+            pconf,
+            max_mem_free: httpd::max_mem_free(),
+        })
     }
 
-    /// With workers that accept, none of them waits on the fdqueue for the work in the
-    /// ready FIFO: wants more there from now on, and gets one out of accept (again after
-    /// `NUDGE_AGAIN` if it does not come).
-    fn nudge(&mut self, now: Instant) {
-        let Some(acc) = self.accept else {
-            return;
+    /// Worker `t`'s part of the set (once per worker), recycling pools through `recycled`.
+    pub fn waiter(&'static self, t: usize, recycled: &'static Handoff) -> Option<Waiter> {
+        Some(Waiter {
+            timeouts: self.timeouts.producer(t)?,
+            pool: None,
+            recycled,
+        })
+    }
+
+    /// Puts the listening sockets in the set (once the first worker exists).
+    pub fn start_accepting(&self) {
+        for g in self.gates.iter() {
+            self.settle(g);
+        }
+    }
+
+    /// An idle worker's wait: blocks until the set has an event for it, and handles it.
+    pub fn wait(&'static self, w: &mut Waiter) -> Woken {
+        if self.drain.is_exiting() {
+            return Woken::Exit;
+        }
+        self.gauges.add(Counter::IdleWorkers, 1);
+        let ev = self.set.wait_one();
+        self.gauges.add(Counter::IdleWorkers, -1);
+        let Some((key, _)) = ev else {
+            return Woken::Nothing;
         };
-        self.parking.split.short_on_queue();
-        self.short_on_queue = true;
-        if self
-            .last_nudge
-            .is_some_and(|t| now.duration_since(t) < NUDGE_AGAIN)
-        {
-            return;
-        }
-        if acc.nudge_one(&self.rt.threads) {
-            self.last_nudge = Some(now);
-        }
-    }
-
-    /// With workers that accept, every `BALANCE_EVERY` while the listener runs: publishes
-    /// the child's open connections, sets its accept cap from its siblings', and if it may
-    /// accept but no worker does, sends one from the fdqueue back to accept.
-    fn balance(&mut self, now: Instant) {
-        let Some(acc) = self.accept else {
-            return;
-        };
-        if self
-            .last_balance
-            .is_some_and(|t| now.duration_since(t) < BALANCE_EVERY)
-        {
-            return;
-        }
-        self.last_balance = Some(now);
-        self.parking.republish_open();
-        let own = self.parking.open();
-        let siblings = self.parking.siblings_open();
-        let split = &self.parking.split;
-        split.set_accept_cap(accept_cap(
-            own as usize,
-            siblings,
-            self.rt.threads.workers(),
-        ));
-        let full = !split.may_accept(own as usize) || self.parking.at_file_limit();
-        let was_capped = std::mem::replace(&mut self.capped, full);
-        if self.capped || !self.ready.is_empty() {
-            return;
-        }
-        // Uncapped: the workers the cap sent to the fdqueue go back to accept (all beyond
-        // the fdqueue's share when the cap just lifted, else one if none accepts), or new
-        // connections would wait for them one kick at a time.
-        let kicks = if was_capped {
-            split.surplus_on_queue(self.rt.handoff.idlers() as usize)
-        } else {
-            usize::from(acc.waiting() == 0)
-        };
-        self.send_to_accept(kicks);
-    }
-
-    /// Sends up to `n` workers waiting on the fdqueue back to accept (`Job::Accept`).
-    fn send_to_accept(&mut self, n: usize) {
-        let mut sent = 0;
-        while sent < n && self.rt.handoff.try_get_idler() {
-            if self.rt.handoff.push(Job::Accept).is_err() {
-                break;
+        match key {
+            BELL if self.drain.woken(&self.bell) => Woken::Exit,
+            BELL => Woken::Nothing,
+            ALARM => self.expire(),
+            k if k <= GATES && GATES - k < self.gates.len() as u64 => {
+                self.accept(&self.gates[(GATES - k) as usize], w)
             }
-            sent += 1;
-        }
-        if sent > 0 {
-            self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
+            k => self
+                .claim(Ticket::from_u64(k))
+                .map_or(Woken::Nothing, Woken::Ready),
         }
     }
 
-    /// With workers that accept, once a second: a second without a shortage on the
-    /// fdqueue halves its share of the idle workers, and the workers waiting there beyond
-    /// it are sent back to accept.
-    fn resize_split(&mut self) {
-        if self.accept.is_none() {
-            return;
-        }
-        if !std::mem::take(&mut self.short_on_queue) {
-            self.parking.split.decay();
-        }
-        let surplus = self
-            .parking
-            .split
-            .surplus_on_queue(self.rt.handoff.idlers() as usize);
-        self.send_to_accept(surplus);
-        // Once a second at least, whatever was sent.
-        self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
+    /// Whether the child takes new connections now.
+    fn accepting(&self) -> bool {
+        !self.drain.is_stopping() && !self.at_file_limit() && !self.budget.spent()
     }
 
-    /// Stop under way: stop listening, and give parked keep-alive connections at most
-    /// `STOP_KEEP_ALIVE` for their next request.
-    fn begin_stop(&mut self) {
-        self.listeners_closed = true;
-        self.accepting = false;
-        if let Some(first) = self.l.sockets.first() {
-            first.close_from_here();
+    /// Settles a gate's registration with [`Parking::accepting`] (see `gate`), and the
+    /// figures that show it.
+    fn settle(&self, g: &Gate) {
+        if self.at_file_limit() {
+            // SeqCst fence after the flag: against `closed`'s fence before it reads the flag
+            // (either the close sees it and settles again, or this settle sees the close).
+            self.files_blocked.store(true, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
         }
-        scoreboard::set_quiescing(self.rt.slot);
-        let now = Instant::now();
-        for key in self.table.keys() {
-            let Some(e) = self.table.get_mut(key) else {
-                continue;
-            };
-            let left = match e.state {
-                // A stopping child lingers 2 s at most (event's clamp), so that a client
-                // that never closes cannot hold it.
-                ParkState::Linger { .. } => SHORT_LINGER,
-                ParkState::KeepAlive => STOP_KEEP_ALIVE,
-                ParkState::WaitIo { .. } => continue,
-            };
-            if e.deadline > now + left {
-                // One list for all of them: the same timeout from the same instant.
-                e.deadline = now + left;
-                self.timeouts.add(key.index(), key, left, now);
+        g.settle(&self.set, &|| self.accepting());
+        scoreboard::set_not_accepting(self.slot, !self.accepting());
+        // A stopping child accepts nothing anyway, and its slot may already be another
+        // child's (the row goes with the slot): it reports 0. The parent counts a child at
+        // its limit as one without idle threads (RW00041).
+        let at_limit = !self.drain.is_stopping() && self.at_file_limit();
+        self.gauges.set(Counter::AtFileLimit, at_limit as u64);
+    }
+
+    /// A listening socket woke this worker: accepts one connection.
+    fn accept(&self, g: &Gate, w: &mut Waiter) -> Woken {
+        let mut woken = Woken::Nothing;
+        if let Some(inside) = g.enter() {
+            if self.accepting() && self.budget.reserve() {
+                woken = match self.ptrans(w) {
+                    Some((mut pool, source)) => match inside.accept(&mut pool) {
+                        Accepted::Socket(sock) => {
+                            self.opened();
+                            Woken::New {
+                                conn: Conn { sock, ptrans: pool },
+                                source,
+                                last: self.budget.accepted(),
+                            }
+                        }
+                        other => {
+                            self.budget.release();
+                            w.pool = Some(pool);
+                            match other {
+                                Accepted::OutOfFiles => {
+                                    self.out_of_files();
+                                    Woken::Nothing
+                                }
+                                Accepted::Broken => Woken::Broken,
+                                // A sibling took it, or the client left.
+                                _ => Woken::Nothing,
+                            }
+                        }
+                    },
+                    None => {
+                        self.budget.release();
+                        Woken::Broken
+                    }
+                };
+            }
+            inside.leave();
+        }
+        // In the set again (polled anew: a backlog wakes the next waiter) or out of it.
+        self.settle(g);
+        woken
+    }
+
+    /// A transaction pool for an accept: the worker's own, a recycled one, or a new one;
+    /// and which it was (counted once a connection is accepted into it).
+    fn ptrans(&self, w: &mut Waiter) -> Option<(Pool, Counter)> {
+        if let Some(p) = w.pool.take().or_else(|| w.recycled.pop_pool()) {
+            return Some((p, Counter::PoolsReused));
+        }
+        match self.pconf.create_ptrans(self.max_mem_free) {
+            Ok(p) => Some((p, Counter::PoolsCreated)),
+            Err(e) => {
+                crate::mpm_log!(
+                    level::ALERT,
+                    e,
+                    "AH03137: Failed to create transaction pool"
+                );
+                None
             }
         }
     }
 
-    /// A connection a worker parked.
-    fn take_in(&mut self, p: Park, stopping: bool, now: Instant) {
-        let Park { conn, state } = p;
-        let wait = match state {
-            ParkState::KeepAlive if stopping => conn.keep_alive_timeout().min(STOP_KEEP_ALIVE),
+    /// Claims the connection parked under `ticket`, if it is still there.
+    fn claim(&self, ticket: Ticket) -> Option<Parked> {
+        let p = self.slots.claim(ticket)?;
+        self.unpark_counts(p.state);
+        Some(p)
+    }
+
+    fn park_counts(&self, state: ParkState) {
+        scoreboard::add_async(self.slot, state.field(), 1);
+        self.gauges.add(Counter::Parked, 1);
+    }
+
+    fn unpark_counts(&self, state: ParkState) {
+        scoreboard::add_async(self.slot, state.field(), -1);
+        self.gauges.add(Counter::Parked, -1);
+    }
+
+    /// The length of `state`'s wait for `conn`.
+    fn wait_of(conn: &AsyncConn, state: ParkState) -> Duration {
+        match state {
             ParkState::KeepAlive => conn.keep_alive_timeout(),
             ParkState::WaitIo { .. } => conn.timeout(),
-            ParkState::Linger { short } if short || stopping => SHORT_LINGER,
-            ParkState::Linger { .. } => LINGER,
-        };
-        self.park(conn, state, wait, now);
+            ParkState::Linger { short: true } => SHORT_LINGER,
+            ParkState::Linger { short: false } => LINGER,
+        }
     }
 
-    /// Puts a connection in the table, the epoll set and the timeout list of `wait` (its
-    /// class: a KeepAliveTimeout, Timeout, or a lingering bound), to expire `wait` after
-    /// `now`. The lists are keyed by class, not by time left, so there are only a few.
-    fn park(&mut self, mut conn: AsyncConn, state: ParkState, wait: Duration, now: Instant) {
-        let deadline = now + wait;
+    /// Parks `conn` (on the worker that holds it) to wait for `state`. Err gives it back
+    /// when it could not be armed in the set (the caller closes it). Once this returns
+    /// Ok the caller has nothing left of the connection.
+    pub fn park(
+        &self,
+        w: &mut Waiter,
+        mut conn: AsyncConn,
+        state: ParkState,
+    ) -> Result<(), AsyncConn> {
+        let fd = conn.fd();
+        let (class, wait) = self.classes.of(Self::wait_of(&conn, state));
         let interest = match state {
             ParkState::WaitIo { read: false } => Interest::WriteOnce,
             _ => Interest::ReadOnce,
         };
-        let fd = conn.fd();
-        let registered = conn.is_registered();
-        conn.set_registered();
-        let key = self.table.insert(Entry {
-            conn,
-            state,
-            deadline,
-        });
-        let armed = if registered {
-            self.epoll.modify(fd, interest, key.to_u64())
-        } else {
-            self.epoll.add(fd, interest, key.to_u64())
-        };
-        if let Err(errno) = armed {
-            crate::mpm_log!(
-                level::ERR,
-                errno,
-                "RW00032: could not poll a parked connection; closing it"
-            );
-            self.timeouts.remove(key.index());
-            if let Some(e) = self.table.remove(key) {
-                self.close_here(e.conn);
-            }
-            return;
-        }
-        self.timeouts.add(key.index(), key, wait, now);
-    }
-
-    /// Deadlines that passed.
-    fn expire(&mut self, now: Instant) {
-        for key in self.timeouts.expire(now) {
-            // The socket stays registered: see begin_stop.
-            let Some(entry) = self.table.remove(key) else {
-                continue;
+        loop {
+            let Some(r) = self.slots.reserve(fd.max(0) as usize, state.tag()) else {
+                crate::mpm_log!(
+                    level::ERR,
+                    0,
+                    "RW00033: no parking slot for descriptor {fd}; closing its connection"
+                );
+                return Err(conn);
             };
-            match entry.state {
-                ParkState::KeepAlive | ParkState::WaitIo { .. } => {
-                    let mut conn = entry.conn;
-                    conn.set_short_linger();
-                    self.ready.push_back(Job::Close(conn));
-                }
-                ParkState::Linger { .. } => self.close_here(entry.conn),
-            }
-        }
-    }
-
-    /// A ready registration.
-    fn event(&mut self, key: u64, hup: bool) {
-        if key == WAKE {
-            self.parking.wake.clear();
-            return;
-        }
-        if key >= FIXED_KEYS {
-            let i = (WAKE - 1 - key) as usize;
-            self.accept(i);
-            return;
-        }
-        let key = Key::from_u64(key);
-        let Some(entry) = self.table.get_mut(key) else {
-            return; // stale: the connection left the table since
-        };
-        if let ParkState::Linger { .. } = entry.state {
-            // A lingering close that read what came and is still open waits on, armed
-            // again, in its place in its timeout list (it keeps its first deadline).
-            if !hup && !entry.conn.drain() {
-                let fd = entry.conn.fd();
-                if self
-                    .epoll
-                    .modify(fd, Interest::ReadOnce, key.to_u64())
-                    .is_ok()
-                {
-                    return;
-                }
-            }
-        }
-        let Some(entry) = self.table.remove(key) else {
-            return;
-        };
-        self.timeouts.remove(key.index());
-        match entry.state {
-            ParkState::KeepAlive | ParkState::WaitIo { .. } => {
-                self.ready.push_back(Job::Resume(entry.conn));
-            }
-            // Done (the client closed), or it could not be armed again.
-            ParkState::Linger { .. } => self.close_here(entry.conn),
-        }
-    }
-
-    /// Hands ready connections to idle workers, oldest first.
-    fn dispatch(&mut self) {
-        while !self.ready.is_empty() {
-            if !self.have_idler {
-                self.have_idler = self.rt.handoff.try_get_idler();
-                if !self.have_idler {
-                    return;
-                }
-            }
-            let Some(job) = self.ready.pop_front() else {
-                return;
+            let ticket = r.ticket();
+            let deadline = monotonic_ns().saturating_add(wait.as_nanos() as u64);
+            w.timeouts
+                .push(class, deadline, ticket, &CoarseAlarm(&self.timer));
+            let armed = if conn.is_registered() {
+                self.set.modify(fd, interest, ticket.to_u64())
+            } else {
+                self.set.add(fd, interest, ticket.to_u64())
             };
-            self.rt.counters.add(Counter::Handoffs, 1);
-            match self.rt.handoff.push(job) {
+            if let Err(errno) = armed {
+                crate::mpm_log!(
+                    level::ERR,
+                    errno,
+                    "RW00032: could not poll a parked connection; closing it"
+                );
+                return Err(conn);
+            }
+            conn.set_registered();
+            // Counted before the publish: its claimer takes the count back.
+            self.park_counts(state);
+            let parked = Parked {
+                conn,
+                state,
+                ticket,
+                deadline,
+            };
+            match r.publish(parked) {
                 Ok(()) => {
-                    self.have_idler = false;
-                    self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
+                    self.after_publish(w, ticket, state);
+                    return Ok(());
                 }
-                Err(job) => {
-                    self.rt.counters.remove(Counter::Handoffs, 1);
-                    self.close_job(job);
-                }
-            }
-        }
-    }
-
-    /// Arms the listening sockets while fewer than ThreadsPerChild accepted connections
-    /// wait for their first worker, and the child is below its open-file limit (else it
-    /// looks again at the next turn: a close, a timeout, at most `PUBLISH_EVERY`). A new connection joins the back of the ready FIFO,
-    /// behind parked connections that became readable before it, so under overload new and
-    /// kept-alive clients are served in arrival order. Only waiting *new* connections count
-    /// against the bound: counting resumed ones too left reconnecting clients
-    /// (MaxKeepAliveRequests) in the kernel's backlog for as long as parked connections kept
-    /// the FIFO long (p99 0.2 s at 400 keep-alive clients and 150 workers, 1 s with 50).
-    /// Beyond the bound new clients wait in the backlog, or go to a less busy child.
-    fn arm_listeners(&mut self, stopping: bool) {
-        let want = !stopping
-            && !self.listeners_closed
-            && self.connections_left > 0
-            && !self.parking.at_file_limit()
-            && self.ready.new_connections() < self.rt.threads.workers();
-        if want != self.accepting {
-            // Every child polls the same listening sockets: EPOLLEXCLUSIVE wakes one
-            // listener per connection instead of all (the others would only get EAGAIN).
-            // An exclusive registration cannot be modified, so disarming deletes it.
-            for (i, s) in self.l.sockets.iter().enumerate() {
-                let _ = if want {
-                    self.epoll
-                        .add(s.os_fd(), Interest::ReadExclusive, WAKE - 1 - i as u64)
-                } else {
-                    self.epoll.delete(s.os_fd())
-                };
-            }
-            self.accepting = want;
-        }
-    }
-
-    /// Accepts one connection from listening socket `i` into the ready FIFO.
-    fn accept(&mut self, i: usize) {
-        if !self.accepting || self.connections_left == 0 {
-            return;
-        }
-        if self.ptrans.is_none() {
-            self.ptrans = self.l.ptrans(self.rt, self.max_mem_free);
-        }
-        let Some((pool, _)) = self.ptrans.as_mut() else {
-            return;
-        };
-        let sock = match self.l.sockets[i].accept(pool) {
-            Accepted::Socket(s) => s,
-            Accepted::Nothing => return, // another child took it, or the client left
-            Accepted::Broken => {
-                self.rt.shutdown.mark_sick();
-                self.rt.ask_main_thread_to_stop(StopMode::Graceful);
-                return;
-            }
-            Accepted::OutOfFiles => {
-                // The child keeps what it holds and accepts again once some close
-                // (arm_listeners).
-                self.parking.out_of_files();
-                return;
-            }
-        };
-        let Some((pool, source)) = self.ptrans.take() else {
-            return;
-        };
-        self.rt.counters.add(source, 1);
-        self.rt.counters.add(Counter::Connections, 1);
-        self.parking.opened();
-        self.connections_left = self.connections_left.saturating_sub(1);
-        self.ready.push_back(Job::New(Conn { sock, ptrans: pool }));
-        self.dispatch();
-    }
-
-    /// Closes a connection on this thread (lingering done or timed out, or no worker
-    /// will take it) and recycles its pool.
-    fn close_here(&mut self, conn: AsyncConn) {
-        self.parking.closed();
-        let pool = conn.close(true);
-        self.recycle(pool);
-    }
-
-    /// Closes a job's connection unserved and recycles its pool.
-    fn close_job(&mut self, job: Job) {
-        if job.has_connection() {
-            self.parking.closed();
-        }
-        if let Some(pool) = job.close_unserved() {
-            self.recycle(pool);
-        }
-    }
-
-    fn recycle(&mut self, pool: Pool) {
-        self.rt.handoff.recycle(pool);
-    }
-
-    /// The scoreboard's connection counts for mod_status.
-    fn publish(&mut self) {
-        self.last_publish = Instant::now();
-        let mut a = AsyncCounts {
-            connections: self.parking.open(),
-            suspended: self.parking.suspended_count(),
-            not_accepting: !self.accepting,
-            ..AsyncCounts::default()
-        };
-        for key in self.table.keys() {
-            if let Some(e) = self.table.get_mut(key) {
-                match e.state {
-                    ParkState::KeepAlive => a.keep_alive += 1,
-                    ParkState::WaitIo { .. } => a.wait_io += 1,
-                    ParkState::Linger { .. } => a.lingering_close += 1,
+                // A claimer came between the arming and the publish: the connection is
+                // still ours, and what it came for still holds. Park it anew (the socket's
+                // readiness fires again; an expiry gets a new deadline, never an early one).
+                Err(back) => {
+                    self.unpark_counts(state);
+                    conn = back.conn;
                 }
             }
         }
-        scoreboard::set_async_counts(self.rt.slot, a);
-        self.rt.counters.set(
-            Counter::Parked,
-            (a.keep_alive + a.wait_io + a.lingering_close) as u64,
-        );
-        // A stopping child accepts nothing anyway, and its slot may already be another
-        // child's (the row goes with the slot): it reports 0.
-        let at_limit = !self.rt.shutdown.is_stopping() && self.parking.at_file_limit();
-        self.rt.counters.set(Counter::AtFileLimit, at_limit as u64);
     }
 
-    /// Leaving: close whatever is left, close the inbox (workers then close their own
-    /// connections), let workers drain the fdqueue, and report the listener gone.
-    fn finish(&mut self, mut consumer: rworker_queue::InboxConsumer<'_, Park>) {
-        if !self.listeners_closed {
-            self.listeners_closed = true;
-            if let Some(first) = self.l.sockets.first() {
-                first.close_from_here();
+    /// A lingering close that read what the client sent and waits on: parked again under
+    /// the same ticket, so it keeps its place in its timeout FIFO. Err gives it back when its
+    /// time is up or it could not be armed (the caller closes it).
+    pub fn linger_on(&self, w: &mut Waiter, mut p: Parked) -> Result<(), AsyncConn> {
+        let fd = p.conn.fd();
+        let (ticket, state, deadline) = (p.ticket, p.state, p.deadline);
+        loop {
+            if monotonic_ns() >= deadline {
+                return Err(p.conn);
+            }
+            let Some(r) = self.slots.reserve_again(ticket, state.tag()) else {
+                return Err(p.conn);
+            };
+            if self
+                .set
+                .modify(fd, Interest::ReadOnce, ticket.to_u64())
+                .is_err()
+            {
+                return Err(p.conn);
+            }
+            self.park_counts(state);
+            match r.publish(p) {
+                Ok(()) => break,
+                Err(back) => {
+                    self.unpark_counts(state);
+                    p = back;
+                }
             }
         }
-        let _ = consumer.inbox().close();
-        let left: Vec<Park> = consumer.drain().collect();
-        for p in left {
-            self.close_here(p.conn);
+        // Its timeout entry may have come due while this worker held the connection (the
+        // expirer's claim then found it out of its slot, and forgot it): close it now.
+        if monotonic_ns() >= deadline {
+            if let Some(p) = self.claim(ticket) {
+                return Err(p.conn);
+            }
+            return Ok(());
         }
-        for key in self.table.keys() {
-            self.timeouts.remove(key.index());
-            if let Some(e) = self.table.remove(key) {
-                self.close_here(e.conn);
+        self.after_publish(w, ticket, state);
+        Ok(())
+    }
+
+    /// After a publish: a stop that began meanwhile may have missed the connection in its
+    /// scan; then the parker files the stop's shorter wait itself. (A class is one length,
+    /// so the stop's entries keep each FIFO sorted, whoever files them.)
+    fn after_publish(&self, w: &mut Waiter, ticket: Ticket, state: ParkState) {
+        // SeqCst fence between the publish and the read of `stopping`: against the stop's
+        // fence between its store and its scan (either the scan sees the connection parked,
+        // or this sees the stop).
+        fence(Ordering::SeqCst);
+        if !self.drain.is_stopping() {
+            return;
+        }
+        if let Some(wait) = stop_wait(state) {
+            let (class, wait) = self.classes.of(wait);
+            let deadline = monotonic_ns().saturating_add(wait.as_nanos() as u64);
+            w.timeouts
+                .push(class, deadline, ticket, &CoarseAlarm(&self.timer));
+        }
+    }
+
+    /// The alarm woke this worker: claims what timed out (a batch).
+    fn expire(&self) -> Woken {
+        self.timer.clear();
+        let mut out = Vec::new();
+        if let Some(mut e) = self.timeouts.try_expire() {
+            let now = monotonic_ns();
+            e.expire(now, EXPIRE_BATCH, |t| match self.claim(t) {
+                Some(p) => {
+                    out.push(p);
+                    true
+                }
+                None => false,
+            });
+            e.rearm(&CoarseAlarm(&self.timer));
+        }
+        // One-shot: armed again for the next worker (at once if it fired meanwhile).
+        let _ = self.set.modify(self.timer.fd(), Interest::ReadOnce, ALARM);
+        Woken::Expired(out)
+    }
+
+    /// A connection was accepted.
+    fn opened(&self) {
+        self.drain.opened();
+        scoreboard::add_async(self.slot, AsyncField::Connections, 1);
+    }
+
+    /// A connection of this child was closed (or a module took it over).
+    pub fn closed(&self) {
+        scoreboard::add_async(self.slot, AsyncField::Connections, -1);
+        self.drain.closed(&self.bell);
+        // SeqCst fence between the close (the count's decrement in `drain.closed`) and
+        // the read of the flag: against `settle`'s (module gate doc).
+        fence(Ordering::SeqCst);
+        if self.files_blocked.load(Ordering::Relaxed)
+            && !self.at_file_limit()
+            && self.files_blocked.swap(false, Ordering::Relaxed)
+        {
+            for g in self.gates.iter() {
+                self.settle(g);
             }
         }
-        while let Some(job) = self.ready.pop_front() {
-            self.close_job(job);
+    }
+
+    /// A module suspended a connection (it owns it now): it no longer counts as the
+    /// child's (this MPM never sees it again, and a stopping child waits for its own).
+    pub fn suspended(&self) {
+        scoreboard::add_async(self.slot, AsyncField::Suspended, 1);
+        self.closed();
+    }
+
+    /// The child holds as many connections as its open-file limit allows.
+    fn at_file_limit(&self) -> bool {
+        // Relaxed: max_open only shrinks, and a stale read costs one connection more or
+        // less (the reserve in `open_files` covers it).
+        self.drain.open() >= self.max_open.load(Ordering::Relaxed)
+    }
+
+    /// Accept met EMFILE or ENFILE: what the child holds now is its budget from now on
+    /// (modules hold more descriptors than `open_files` reserved); logged once.
+    fn out_of_files(&self) {
+        let open = self.drain.open().max(1);
+        // Relaxed: as in at_file_limit.
+        self.max_open.fetch_min(open, Ordering::Relaxed);
+        if !self.out_of_files.swap(true, Ordering::Relaxed) {
+            crate::mpm_log!(
+                level::WARNING,
+                0,
+                "RW00042: accept found no free descriptor with {open} connections open: this child holds at most that many from now on (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
+            );
         }
-        drop(self.ptrans.take());
-        self.publish();
-        self.wakes_counted = publish_wakes(self.rt, self.wakes_counted);
-        self.rt.handoff.free_idle_pools();
-        self.rt.handoff.term_queue();
-        scoreboard::set_quiescing(self.rt.slot);
-        self.rt.shutdown.mark_listener_gone();
+    }
+
+    /// The main thread: the child stops. Graceful: no new connections, parked keep-alive
+    /// connections get `STOP_KEEP_ALIVE` for one more request, lingering closes
+    /// `SHORT_LINGER`, and the workers leave once the last connection is closed. Immediate:
+    /// every idle worker leaves now (the caller cuts the busy ones).
+    pub fn stop(&'static self, graceful: bool) {
+        for g in self.gates.iter() {
+            g.begin_close();
+            self.settle(g);
+        }
+        scoreboard::set_quiescing(self.slot);
+        if !graceful {
+            self.drain.exit(&self.bell);
+            return;
+        }
+        self.drain.begin_stop();
+        // The main thread's producer: the stop's waits are shorter than the workers'
+        // entries for the same connections, and its FIFOs hold only these.
+        if let Some(mut p) = self.timeouts.producer(self.workers) {
+            let now = monotonic_ns();
+            for (ticket, tag) in self.slots.parked() {
+                if let Some(wait) = stop_wait(ParkState::from_tag(tag)) {
+                    let (class, wait) = self.classes.of(wait);
+                    p.push(
+                        class,
+                        now.saturating_add(wait.as_nanos() as u64),
+                        ticket,
+                        &CoarseAlarm(&self.timer),
+                    );
+                }
+            }
+        }
+        self.drain.exit_if_drained(&self.bell);
+    }
+
+    /// The main thread, once every worker has left: closes what is still parked and the
+    /// listening sockets not closed yet.
+    pub fn finish(&self) {
+        let tickets: Vec<Ticket> = self.slots.parked().map(|(t, _)| t).collect();
+        for t in tickets {
+            if let Some(p) = self.claim(t) {
+                self.closed();
+                drop(p.conn.close(true));
+            }
+        }
+        for g in self.gates.iter() {
+            g.begin_close();
+            g.settle(&self.set, &|| false);
+        }
+    }
+
+    /// Open connections now.
+    pub fn open(&self) -> usize {
+        self.drain.open()
+    }
+
+    /// Whether a stop began (a stopping child serves a keep-alive connection's next request
+    /// with `Connection: close`, as the core asks the MPM's state).
+    pub fn is_stopping(&self) -> bool {
+        self.drain.is_stopping()
+    }
+}
+
+/// How long a stopping child gives a connection parked in `state`, if less than its own
+/// wait (a module's I/O wait keeps its Timeout).
+fn stop_wait(state: ParkState) -> Option<Duration> {
+    match state {
+        ParkState::KeepAlive => Some(STOP_KEEP_ALIVE),
+        ParkState::Linger { .. } => Some(SHORT_LINGER),
+        ParkState::WaitIo { .. } => None,
     }
 }

@@ -20,7 +20,7 @@ use crate::ffi::signal;
 use crate::ffi::socket;
 use crate::ffi::thread::Spawner;
 use crate::mpm::handoff::Handoff;
-use crate::mpm::inbox::Parking;
+use crate::mpm::parking::Parking;
 use crate::mpm::status::ChildCounters;
 use crate::sys;
 
@@ -35,7 +35,7 @@ pub struct ChildRuntime {
     /// Listener → worker hand-off: fdqueue (capacity ThreadsPerChild) and queue_info
     /// (idle workers, recycled ptrans), as chosen by RWorkerQueue.
     pub handoff: Handoff,
-    /// Worker → listener parking (`RWorkerKeepAlive park`), else None.
+    /// The event set its workers wait on (`RWorkerKeepAlive park`), else None.
     pub parking: Option<Parking>,
     /// The stop state.
     pub shutdown: Shutdown,
@@ -59,12 +59,7 @@ impl ChildRuntime {
     /// Wakes the listener wherever it blocks: waiting for an idle worker (queue_info
     /// term), in accept or poll (LISTENER_SIGNAL).
     pub fn wake_listener(&self) {
-        match &self.parking {
-            // A parking listener sleeps in epoll_wait, never waiting for an idler (and it
-            // still needs idlers to finish parked connections during a graceful stop).
-            Some(p) => p.wake.signal(),
-            None => self.handoff.term_idlers(),
-        }
+        self.handoff.term_idlers();
         if let Some(t) = self.threads.listener_os_thread() {
             if !self.shutdown.listener_gone() {
                 // SAFETY: the listener is joinable and the main thread (our caller) joins
@@ -74,14 +69,19 @@ impl ChildRuntime {
         }
     }
 
-    /// The main thread turns a stop into wake-ups: the listener always; on an immediate
-    /// stop also every worker, cutting the connections they serve.
-    pub fn signal_threads(&self, mode: StopMode) {
+    /// The main thread turns a stop into wake-ups: the listener always (in a parking
+    /// child, the event set stops accepting and its idle workers leave once the child is
+    /// done, or at once on an immediate stop); on an immediate stop also every worker,
+    /// cutting the connections they serve.
+    pub fn signal_threads(&'static self, mode: StopMode) {
         self.shutdown.request(mode);
         if let Some(r) = Retained::lookup() {
             r.set_mpm_state(sys::AP_MPMQ_STOPPING as c_int);
         }
-        self.wake_listener();
+        match &self.parking {
+            Some(p) => p.stop(mode == StopMode::Graceful),
+            None => self.wake_listener(),
+        }
         if mode == StopMode::Ungraceful {
             self.handoff.interrupt_all();
             for fd in self.threads.worker_fds() {

@@ -1,0 +1,178 @@
+//! One listening socket in a parking child's event set, and the rules for touching it.
+//!
+//! The socket is registered edge-triggered and exclusive (`Interest::ReadEdgeExclusive`): a
+//! new connection wakes one waiter, in one child's set that has a waiter. A woken worker
+//! accepts one connection, then the registration is deleted and added again. The add polls
+//! the socket, so a backlog left behind (connections that came while no worker waited) wakes
+//! the next waiter, one connection per idle worker, and it puts this child at the back of the
+//! socket's queue of sets, so the next connection goes to a sibling that waits (children take
+//! turns). Deleting it (and not adding it back) is how a child stops accepting: at its
+//! open-file limit, at MaxConnectionsPerChild, when it stops.
+//!
+//! Two things to keep straight without a lock:
+//! - Registration changes come from any worker (after each accept, or a close below the
+//!   open-file limit) and from the main thread (the stop). One thread at a time makes them
+//!   (`busy`, taken by swap); a thread that finds it taken leaves a request (`dirty`) that the
+//!   holder serves before it lets go, so every request is followed by a change made after it,
+//!   from the state of that moment ([`Gate::settle`]).
+//! - Closing the socket (a stop) must wait until no worker is in accept on it, and until it
+//!   is out of the set (an open description that other processes share stays registered
+//!   after our close, and could not be deleted any more). `inside` counts the workers in
+//!   accept with a CLOSING bit that keeps new ones out; the close happens in `settle`, by the
+//!   holder, once the socket is out of the set and nobody is inside.
+
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+
+use crate::ffi::epoll::{Epoll, Interest};
+use crate::ffi::listen::{Accepted, PolledListener};
+use crate::ffi::pool::Pool;
+
+/// `inside`: no worker may enter any more; the socket closes once the last one left.
+const CLOSING: u32 = 1 << 31;
+
+/// One listening socket of the child (see the module doc).
+#[derive(Debug)]
+pub struct Gate {
+    sock: PolledListener,
+    /// Its key in the event set.
+    key: u64,
+    /// Workers in accept now, and CLOSING.
+    inside: AtomicU32,
+    /// A thread is changing the registration.
+    busy: AtomicBool,
+    /// A change was asked for since the holder last looked.
+    dirty: AtomicBool,
+    /// Whether the socket is in the set (written only by the holder of `busy`).
+    registered: AtomicBool,
+    /// Whether the child's copy is closed (read and written only by the holder of `busy`).
+    closed: AtomicBool,
+}
+
+/// A worker in accept on a gate (from [`Gate::enter`] to [`Inside::leave`]).
+pub struct Inside<'a> {
+    gate: &'a Gate,
+}
+
+impl Gate {
+    /// `sock`, reported in the set with `key`; not registered yet (see [`Gate::settle`]).
+    pub fn new(sock: PolledListener, key: u64) -> Gate {
+        Gate {
+            sock,
+            key,
+            inside: AtomicU32::new(0),
+            busy: AtomicBool::new(false),
+            dirty: AtomicBool::new(false),
+            registered: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Enters accept, unless the gate is closing (or, for an accept function that is not
+    /// httpd's own, another worker is inside).
+    pub fn enter(&self) -> Option<Inside<'_>> {
+        let limit = if self.sock.accepts_concurrently() {
+            CLOSING - 1
+        } else {
+            1
+        };
+        // Relaxed load, Acquire CAS: pairs with the Release fetch_sub of the last worker to
+        // leave, so a serial accept function's calls are ordered.
+        let mut w = self.inside.load(Ordering::Relaxed);
+        loop {
+            if w & CLOSING != 0 || w >= limit {
+                return None;
+            }
+            match self
+                .inside
+                .compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(Inside { gate: self }),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// No worker enters from now on; the socket closes once it is out of the set and the
+    /// last worker inside has left (the caller then settles the gate).
+    pub fn begin_close(&self) {
+        // Relaxed: settle's Acquire load of `inside` pairs with the leavers' Release; this
+        // bit only has to be in `inside`'s modification order before the settle that reads it.
+        self.inside.fetch_or(CLOSING, Ordering::Relaxed);
+    }
+
+    /// Brings the registration in line with `wanted()` (evaluated by whichever thread makes
+    /// the change, at that moment): in the set (deleted and added again, which polls the
+    /// socket anew) or out of it; and closes the socket once it is closing, out of the set
+    /// and nobody is inside. Returns at once if another thread is making changes: that
+    /// thread makes one more for this call.
+    pub fn settle(&self, set: &Epoll, wanted: &dyn Fn() -> bool) {
+        // SeqCst store and swap against the holder's SeqCst store of `busy` and load of
+        // `dirty` (with a fence): either the holder sees this request, or this call gets
+        // `busy` itself.
+        self.dirty.store(true, Ordering::SeqCst);
+        loop {
+            if self.busy.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            // Acquire: the previous holder's changes (its Release store of `busy`, read by
+            // our swap, orders them anyway); this swap only consumes the request.
+            while self.dirty.swap(false, Ordering::Acquire) {
+                self.apply(set, wanted);
+            }
+            self.busy.store(false, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if !self.dirty.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
+    /// One change, by the holder of `busy`.
+    fn apply(&self, set: &Epoll, wanted: &dyn Fn() -> bool) {
+        if self.closed.load(Ordering::Relaxed) {
+            return;
+        }
+        // Acquire: pairs with the leavers' Release, so their accepts are done before a close.
+        let inside = self.inside.load(Ordering::Acquire);
+        let closing = inside & CLOSING != 0;
+        let fd = self.sock.os_fd();
+        let was = self.registered.load(Ordering::Relaxed);
+        if !closing && wanted() {
+            if was {
+                let _ = set.delete(fd);
+            }
+            let ok = set.add(fd, Interest::ReadEdgeExclusive, self.key).is_ok();
+            self.registered.store(ok, Ordering::Relaxed);
+        } else if was {
+            let _ = set.delete(fd);
+            self.registered.store(false, Ordering::Relaxed);
+        }
+        if closing && inside & !CLOSING == 0 && !self.registered.load(Ordering::Relaxed) {
+            // SAFETY: closing keeps workers out and none is inside (read with Acquire
+            // after CLOSING was set, so no accept is running or will run), and the socket
+            // is out of the set.
+            unsafe { self.sock.close() };
+            self.closed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Inside<'_> {
+    /// Accepts one connection into `ptrans`, without blocking.
+    pub fn accept(&self, ptrans: &mut Pool) -> Accepted {
+        // SAFETY: we are inside the gate: it is not closed (closing waits for us), and a
+        // serial accept function has only us inside (`enter`'s limit).
+        unsafe { self.gate.sock.accept(ptrans) }
+    }
+
+    /// Leaves accept.
+    pub fn leave(self) {}
+}
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire of the next serial enter and of settle's load
+        // before a close.
+        self.gate.inside.fetch_sub(1, Ordering::Release);
+    }
+}
