@@ -20,6 +20,7 @@ pub fn colour(k: MpmKind) -> &'static str {
         MpmKind::Rworker => "#d55e00",
         MpmKind::RworkerPark => "#cc79a7",
         MpmKind::RworkerListener => "#56b4e9",
+        MpmKind::RworkerParkBase => "#999999",
     }
 }
 

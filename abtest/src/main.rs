@@ -80,11 +80,11 @@ struct ModuleSnapshot {
 }
 
 impl ModuleSnapshot {
-    fn take(built: &Path) -> Result<ModuleSnapshot> {
-        let dir = std::env::temp_dir().join(format!("rworker-ab-{}-module", std::process::id()));
+    fn take(built: &Path, name: &str) -> Result<ModuleSnapshot> {
+        let dir = std::env::temp_dir().join(format!("rworker-ab-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
         shutdown::add_scratch_dir(dir.clone());
-        let path = dir.join("mod_mpm_rworker.so");
+        let path = dir.join(name);
         std::fs::copy(built, &path).context(|| {
             format!(
                 "copy rworker's module {} (build it with cargo build --release -p rworker, \
@@ -182,7 +182,7 @@ fn run(opts: Options) -> Result<bool> {
     // Other builds may replace target/release/*.so while the matrix runs: every rworker
     // server loads one private copy taken now, and the report says which build it was.
     let snapshot = if needs_rworker {
-        let s = ModuleSnapshot::take(&built)?;
+        let s = ModuleSnapshot::take(&built, "mod_mpm_rworker.so")?;
         machine.push_str(&format!(
             "\n$ rworker module\n{} (git {}), sha256 {}",
             built.display(),
@@ -197,6 +197,18 @@ fn run(opts: Options) -> Result<bool> {
         None
     };
     let so = snapshot.as_ref().map_or(built.clone(), |s| s.path.clone());
+    let baseline = match &opts.baseline_so {
+        Some(b) if opts.mpms.iter().any(|k| k.is_baseline()) => {
+            let s = ModuleSnapshot::take(b, "mod_mpm_rworker-baseline.so")?;
+            machine.push_str(&format!(
+                "\n$ baseline module (rworker-park-base)\n{}, sha256 {}",
+                b.display(),
+                sh(&format!("sha256sum '{}' | cut -c1-16", s.path.display()))
+            ));
+            Some(s)
+        }
+        _ => None,
+    };
     if opts.memory {
         return run_memory(&opts, &so, &machine);
     }
@@ -213,7 +225,9 @@ fn run(opts: Options) -> Result<bool> {
         plan.opts.duration,
         mmss(plan.estimated_secs())
     );
-    let outcome = plan.run(&so, |line| eprintln!("{line}"))?;
+    let outcome = plan.run(&so, baseline.as_ref().map(|s| s.path.as_path()), |line| {
+        eprintln!("{line}")
+    })?;
     let table = report::summarise(&outcome.samples);
     let md = report::markdown(&plan, &outcome, &machine);
     let out = &plan.opts.out;

@@ -20,17 +20,21 @@ pub enum MpmKind {
     /// rworker with the listener thread's hand-off instead of idle workers accepting
     /// (`RWorkerAccept listener`): the stock worker's process model on rworker's queue.
     RworkerListener,
+    /// `rworker-park` from another build of the module (`--baseline-so`): a before/after
+    /// comparison in the same interleaved run.
+    RworkerParkBase,
 }
 
 impl MpmKind {
     /// All kinds, in the order tables and charts list them.
-    pub const ALL: [MpmKind; 6] = [
+    pub const ALL: [MpmKind; 7] = [
         MpmKind::Worker,
         MpmKind::Event,
         MpmKind::RworkerApr,
         MpmKind::RworkerListener,
         MpmKind::Rworker,
         MpmKind::RworkerPark,
+        MpmKind::RworkerParkBase,
     ];
 
     /// The kinds a run compares when `--mpms` is not given (`rworker-listener` only on
@@ -52,6 +56,7 @@ impl MpmKind {
             MpmKind::Rworker => "rworker",
             MpmKind::RworkerPark => "rworker-park",
             MpmKind::RworkerListener => "rworker-listener",
+            MpmKind::RworkerParkBase => "rworker-park-base",
         }
     }
 
@@ -62,7 +67,9 @@ impl MpmKind {
             MpmKind::Event => include_str!("../../apache-conf/ab/event.conf.in"),
             MpmKind::RworkerApr => include_str!("../../apache-conf/ab/rworker-apr.conf.in"),
             MpmKind::Rworker => include_str!("../../apache-conf/ab/rworker.conf.in"),
-            MpmKind::RworkerPark => include_str!("../../apache-conf/ab/rworker-park.conf.in"),
+            MpmKind::RworkerPark | MpmKind::RworkerParkBase => {
+                include_str!("../../apache-conf/ab/rworker-park.conf.in")
+            }
             MpmKind::RworkerListener => {
                 include_str!("../../apache-conf/ab/rworker-listener.conf.in")
             }
@@ -77,7 +84,13 @@ impl MpmKind {
                 | MpmKind::Rworker
                 | MpmKind::RworkerPark
                 | MpmKind::RworkerListener
+                | MpmKind::RworkerParkBase
         )
+    }
+
+    /// Whether the kind loads the baseline build of the module (`--baseline-so`).
+    pub fn is_baseline(self) -> bool {
+        self == MpmKind::RworkerParkBase
     }
 
     /// What `server-status?auto` must show as `ServerMPM:`.
@@ -88,7 +101,8 @@ impl MpmKind {
             MpmKind::RworkerApr
             | MpmKind::Rworker
             | MpmKind::RworkerPark
-            | MpmKind::RworkerListener => "rworker",
+            | MpmKind::RworkerListener
+            | MpmKind::RworkerParkBase => "rworker",
         }
     }
 
@@ -96,9 +110,10 @@ impl MpmKind {
     pub fn queue_log(self) -> Option<&'static str> {
         match self {
             MpmKind::RworkerApr => Some("rworker: Apr queue"),
-            MpmKind::Rworker | MpmKind::RworkerPark | MpmKind::RworkerListener => {
-                Some("rworker: Atomic queue")
-            }
+            MpmKind::Rworker
+            | MpmKind::RworkerPark
+            | MpmKind::RworkerListener
+            | MpmKind::RworkerParkBase => Some("rworker: Atomic queue"),
             MpmKind::Worker | MpmKind::Event => None,
         }
     }
@@ -118,7 +133,7 @@ impl FromStr for MpmKind {
             .find(|k| k.label() == s.trim())
             .ok_or_else(|| {
                 Error(format!(
-                    "unknown MPM {s:?}: expected one of worker, event, rworker-apr, rworker-listener, rworker, rworker-park"
+                    "unknown MPM {s:?}: expected one of worker, event, rworker-apr, rworker-listener, rworker, rworker-park, rworker-park-base"
                 ))
             })
     }

@@ -66,6 +66,8 @@ pub struct Options {
     pub keep_autogroup: bool,
     /// rworker's module; default target/release/libmod_mpm_rworker.so.
     pub rworker_so: Option<PathBuf>,
+    /// Another build of the module, for `rworker-park-base`.
+    pub baseline_so: Option<PathBuf>,
     /// Request this path instead of the payload file (for checking the harness fails loudly).
     pub path: Option<String>,
     /// Only redraw chart.svg and summary.csv from this directory's results.csv; run nothing.
@@ -120,6 +122,7 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
                        run settles at random into client-bound or server-bound (see
                        abtest/src/autogroup.rs). keep: leave it as it is
   --rworker-so PATH    rworker module (default target/release/libmod_mpm_rworker.so)
+  --baseline-so PATH   another build of it, run as rworker-park-base (before/after)
   --path URLPATH       request URLPATH instead of the payload file (harness self-check)
   --replot DIR         only redraw DIR/chart.svg and DIR/summary.csv from DIR/results.csv
 
@@ -228,6 +231,7 @@ impl Options {
             no_build: false,
             keep_autogroup: false,
             rworker_so: None,
+            baseline_so: None,
             path: None,
             replot: None,
             quick,
@@ -286,6 +290,7 @@ impl Options {
                 "--no-perf" => o.no_perf = true,
                 "--replot" => o.replot = Some(PathBuf::from(value()?)),
                 "--rworker-so" => o.rworker_so = Some(PathBuf::from(value()?)),
+                "--baseline-so" => o.baseline_so = Some(PathBuf::from(value()?)),
                 "--path" => {
                     let p = value()?;
                     if !p.starts_with('/') {
@@ -315,6 +320,9 @@ impl Options {
         }
         if self.reps == 0 {
             bail!("--reps must be at least 1");
+        }
+        if self.mpms.iter().any(|k| k.is_baseline()) && self.baseline_so.is_none() {
+            bail!("rworker-park-base needs --baseline-so PATH (another build of the module)");
         }
         if let Some(&c) = self.clients.iter().find(|&&c| c == 0 || c > 10000) {
             bail!("--clients {c}: must be between 1 and 10000");

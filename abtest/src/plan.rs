@@ -178,7 +178,13 @@ impl Plan {
     /// Runs the matrix. `progress` gets one line per run and per server start. A server that
     /// does not start, is not the MPM it should be, or crashes aborts the matrix (`Err`);
     /// non-2xx responses and socket errors mark the run failed and the matrix goes on.
-    pub fn run(&self, rworker_so: &Path, mut progress: impl FnMut(&str)) -> Result<Outcome> {
+    /// `baseline_so` is the module `rworker-park-base` loads.
+    pub fn run(
+        &self,
+        rworker_so: &Path,
+        baseline_so: Option<&Path>,
+        mut progress: impl FnMut(&str),
+    ) -> Result<Outcome> {
         let o = &self.opts;
         let t0 = Instant::now();
         let total = self.total_runs();
@@ -192,7 +198,11 @@ impl Plan {
                     return Err(Error("interrupted".into()));
                 }
                 let overrides = o.max_workers.map(worker_limit).unwrap_or_default();
-                let (mut server, what) = Server::start_with(mpm, &o.sizes, rworker_so, &overrides)?;
+                let so = match (mpm.is_baseline(), baseline_so) {
+                    (true, Some(b)) => b,
+                    _ => rworker_so,
+                };
+                let (mut server, what) = Server::start_with(mpm, &o.sizes, so, &overrides)?;
                 let line = format!(
                     "rep {}/{} {mpm}: started pid {} on port {} (ServerRoot {}); verified {what}",
                     rep + 1,

@@ -415,7 +415,9 @@ mod tests {
             let extra: Vec<&String> = l[1..l.len() - 1].iter().collect();
             match k {
                 MpmKind::RworkerApr => assert_eq!(extra, vec!["RWorkerQueue apr"]),
-                MpmKind::RworkerPark => assert_eq!(extra, vec!["RWorkerKeepAlive park"]),
+                MpmKind::RworkerPark | MpmKind::RworkerParkBase => {
+                    assert_eq!(extra, vec!["RWorkerKeepAlive park"])
+                }
                 MpmKind::RworkerListener => assert_eq!(extra, vec!["RWorkerAccept listener"]),
                 _ => assert!(extra.is_empty(), "{k}: {extra:?}"),
             }
