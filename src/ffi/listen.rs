@@ -405,7 +405,7 @@ impl PolledListener {
         self.concurrent
     }
 
-    /// Accepts one connection into `ptrans` without blocking (`Accepted::Nothing` when none
+    /// Accepts one connection into `ptrans` without blocking (`Accepted::Empty` when none
     /// is waiting).
     ///
     /// # Safety
@@ -461,6 +461,9 @@ unsafe fn accept_on(lr: NonNull<sys::ap_listen_rec>, ptrans: &mut Pool) -> Accep
     // SAFETY: on success the socket is open, ours alone, and lives in ptrans.
     match unsafe { ClientSocket::from_raw(sock as *mut sys::apr_socket_t) } {
         Some(s) => Accepted::Socket(s),
+        // ap_unixd_accept passes a benign failure's status on; EAGAIN on a non-blocking
+        // socket: the queue is empty.
+        None if rv == libc::EAGAIN || rv == libc::EWOULDBLOCK => Accepted::Empty,
         None => Accepted::Nothing,
     }
 }
@@ -489,6 +492,8 @@ pub enum Accepted {
     Socket(ClientSocket),
     /// Nothing, for a benign reason (interrupted, the client reset…): try again.
     Nothing,
+    /// Nothing waits (EAGAIN; only a non-blocking socket says so).
+    Empty,
     /// The listener is broken (`ap_unixd_accept` logged why): the child should retire.
     Broken,
     /// The process (or the system) is out of descriptors (EMFILE, ENFILE; the core logged

@@ -134,7 +134,7 @@ impl Listener {
             let sock = match accepted {
                 Accepted::Socket(s) => s,
                 // Interrupted, or a benign accept error (reset, aborted…).
-                Accepted::Nothing => continue,
+                Accepted::Nothing | Accepted::Empty => continue,
                 // Without parking a child holds no more connections than it has threads:
                 // out of descriptors there is the shortage the stock worker retires for.
                 Accepted::Broken | Accepted::OutOfFiles => {

@@ -136,7 +136,7 @@ impl WorkerAccept {
                 }
                 Next::Conn(Conn { sock, ptrans: pool })
             }
-            Accepted::Nothing => {
+            Accepted::Nothing | Accepted::Empty => {
                 self.budget.release();
                 if rt.shutdown.is_stopping() {
                     Next::Stop

@@ -46,8 +46,8 @@ use crate::ffi::pool::{ConfigPool, Pool};
 use crate::ffi::scoreboard::{self, AsyncField};
 use crate::mpm::conn::Conn;
 use crate::mpm::connection_budget::ConnectionBudget;
-use crate::mpm::open_files;
 use crate::mpm::handoff::Handoff;
+use crate::mpm::open_files;
 use crate::mpm::status::{Counter, Gauges};
 use classes::Classes;
 use gate::Gate;
@@ -71,6 +71,8 @@ const LINGER: Duration = Duration::from_secs(30);
 /// the request a busy client was sending: 82-97 wrk read errors per graceful restart under
 /// `wrk -c100` keep-alive (bench/graceful/run.sh, 2026-12-02).
 const STOP_KEEP_ALIVE: Duration = Duration::from_secs(1);
+/// The slot tag of a new connection of an accept batch ([`ParkState::tag`] has the others).
+const NEW_TAG: u8 = 5;
 /// How late the alarm may fire after the earliest deadline: deadlines are rounded up to a
 /// multiple of this, so a child whose connections time out one after another wakes for
 /// them at most ten times a second (the event MPM's `TIMEOUT_FUDGE_FACTOR`). Never early.
@@ -138,15 +140,38 @@ pub struct Parked {
     deadline: u64,
 }
 
+/// What a slot holds.
+#[derive(Debug)]
+pub enum Held {
+    /// A connection a worker accepted besides the one it serves (an accept batch): in the
+    /// set until its first request comes, for an idle worker to serve.
+    New(Conn),
+    /// A connection between requests, or in a lingering close.
+    Parked(Parked),
+}
+
+/// What one wake for a listening socket accepted, for the child's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Accepts {
+    /// Connections accepted (the one served and those parked new).
+    pub connections: u64,
+    /// Of their pools, taken from a worker or the recycled stack.
+    pub pools_reused: u64,
+    /// Of their pools, created.
+    pub pools_created: u64,
+    /// MaxConnectionsPerChild was reached (the child retires once they are served).
+    pub last: bool,
+}
+
 /// What a worker woke for (see the module doc).
 pub enum Woken {
-    /// A connection it accepted, into a pool of `source` (`PoolsReused` or
-    /// `PoolsCreated`); `last`: it reached MaxConnectionsPerChild (served, then the child
-    /// retires).
+    /// A connection to serve from its first request: accepted now (`accepts` counts this
+    /// accept batch), or an earlier batch's, whose first request came (`in_set`: its
+    /// socket is registered in the set already).
     New {
         conn: Conn,
-        source: Counter,
-        last: bool,
+        accepts: Accepts,
+        in_set: bool,
     },
     /// Accept failed for want of a resource (the core logged why; or no transaction
     /// pool): the child retires, sick.
@@ -155,7 +180,7 @@ pub enum Woken {
     /// the client sent more or closed.
     Ready(Parked),
     /// Parked connections whose time is up, claimed: to close.
-    Expired(Vec<Parked>),
+    Expired(Vec<Held>),
     /// The child is done: leave.
     Exit,
     /// Nothing for it (a sibling took the connection, a stale event, a signal).
@@ -188,7 +213,9 @@ pub struct Parking {
     bell: WakeFd,
     timer: TimerFd,
     gates: Box<[Gate]>,
-    slots: ParkSlots<Parked>,
+    slots: ParkSlots<Held>,
+    /// Workers waiting in the set now (an accept batch takes no more than this).
+    waiting: AtomicUsize,
     timeouts: Timeouts<Ticket>,
     classes: Classes,
     /// Open connections, the stop, the bell's protocol.
@@ -246,6 +273,7 @@ impl Parking {
             timer,
             gates,
             slots: ParkSlots::new(open_files::descriptor_ceiling()),
+            waiting: AtomicUsize::new(0),
             timeouts: Timeouts::new(workers + 1, classes.len()),
             classes,
             drain: Drain::new(),
@@ -283,7 +311,11 @@ impl Parking {
             return Woken::Exit;
         }
         self.gauges.add(Counter::IdleWorkers, 1);
+        // Relaxed: a count that bounds accept batches (a stale one makes a batch a
+        // connection longer or shorter).
+        self.waiting.fetch_add(1, Ordering::Relaxed);
         let ev = self.set.wait_one();
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
         self.gauges.add(Counter::IdleWorkers, -1);
         let Some((key, _)) = ev else {
             return Woken::Nothing;
@@ -295,10 +327,22 @@ impl Parking {
             k if k <= GATES && GATES - k < self.gates.len() as u64 => {
                 self.accept(&self.gates[(GATES - k) as usize], w)
             }
-            k => self
-                .claim(Ticket::from_u64(k))
-                .map_or(Woken::Nothing, Woken::Ready),
+            k => match self.claim(Ticket::from_u64(k)) {
+                Some(Held::Parked(p)) => Woken::Ready(p),
+                Some(Held::New(conn)) => Woken::New {
+                    conn,
+                    accepts: Accepts::default(),
+                    in_set: true,
+                },
+                None => Woken::Nothing,
+            },
         }
+    }
+
+    /// Whether another worker of the child waits in the set now.
+    pub fn has_waiters(&self) -> bool {
+        // Relaxed: a hint (see `waiting`).
+        self.waiting.load(Ordering::Relaxed) > 0
     }
 
     /// Whether the child takes new connections now.
@@ -324,46 +368,121 @@ impl Parking {
         self.gauges.set(Counter::AtFileLimit, at_limit as u64);
     }
 
-    /// A listening socket woke this worker: accepts one connection.
+    /// A listening socket woke this worker: accepts one connection to serve, and while
+    /// other workers wait in the set, one more for each (an accept batch: they join the
+    /// set as new connections, each waking one of them when its first request comes), so
+    /// that a burst is taken by as many workers as wait, without a wake-up chain.
     fn accept(&self, g: &Gate, w: &mut Waiter) -> Woken {
-        let mut woken = Woken::Nothing;
-        if let Some(inside) = g.enter() {
-            if self.accepting() && self.budget.reserve() {
-                woken = match self.ptrans(w) {
-                    Some((mut pool, source)) => match inside.accept(&mut pool) {
-                        Accepted::Socket(sock) => {
-                            self.opened();
-                            Woken::New {
-                                conn: Conn { sock, ptrans: pool },
-                                source,
-                                last: self.budget.accepted(),
-                            }
-                        }
-                        other => {
-                            self.budget.release();
-                            w.pool = Some(pool);
-                            match other {
-                                Accepted::OutOfFiles => {
-                                    self.out_of_files();
-                                    Woken::Nothing
-                                }
-                                Accepted::Broken => Woken::Broken,
-                                // A sibling took it, or the client left.
-                                _ => Woken::Nothing,
-                            }
-                        }
-                    },
-                    None => {
-                        self.budget.release();
-                        Woken::Broken
-                    }
-                };
+        let Some(inside) = g.enter() else {
+            return Woken::Nothing;
+        };
+        let mut accepts = Accepts::default();
+        let mut first = None;
+        // Whether the socket's queue was seen empty: the next connection then wakes a
+        // waiter by itself (edge-triggered); otherwise the gate must poll it anew.
+        let mut emptied = false;
+        let mut broken = false;
+        loop {
+            let room = first.is_none()
+                || (accepts.connections as usize) <= self.waiting.load(Ordering::Relaxed);
+            if !room || !self.accepting() || !self.budget.reserve() {
+                break;
             }
-            inside.leave();
+            let Some((mut pool, source)) = self.ptrans(w) else {
+                self.budget.release();
+                broken = true;
+                break;
+            };
+            match inside.accept(&mut pool) {
+                Accepted::Socket(sock) => {
+                    self.opened();
+                    accepts.connections += 1;
+                    match source {
+                        Counter::PoolsCreated => accepts.pools_created += 1,
+                        _ => accepts.pools_reused += 1,
+                    }
+                    accepts.last |= self.budget.accepted();
+                    let conn = Conn { sock, ptrans: pool };
+                    match first {
+                        None => first = Some(conn),
+                        Some(_) => {
+                            if let Err(conn) = self.park_new(w, conn) {
+                                self.closed();
+                                w.pool = Some(conn.drop_unserved());
+                            }
+                        }
+                    }
+                }
+                other => {
+                    self.budget.release();
+                    w.pool = Some(pool);
+                    match other {
+                        Accepted::Empty => emptied = true,
+                        Accepted::OutOfFiles => self.out_of_files(),
+                        Accepted::Broken => broken = true,
+                        // Interrupted, or the client left first: look again.
+                        Accepted::Nothing | Accepted::Socket(_) => continue,
+                    }
+                    break;
+                }
+            }
         }
-        // In the set again (polled anew: a backlog wakes the next waiter) or out of it.
-        self.settle(g);
-        woken
+        inside.leave();
+        if !emptied || !self.accepting() {
+            // Connections may still wait (or the child stops accepting): polled anew, a
+            // waiting one wakes the next worker to wait; or out of the set.
+            self.settle(g);
+        }
+        match (first, broken) {
+            (Some(conn), _) => Woken::New {
+                conn,
+                accepts,
+                in_set: false,
+            },
+            (None, true) => Woken::Broken,
+            (None, false) => Woken::Nothing,
+        }
+    }
+
+    /// Parks a connection of an accept batch until its first request comes (at most the
+    /// server's Timeout). Err gives it back when it could not be armed.
+    fn park_new(&self, w: &mut Waiter, mut conn: Conn) -> Result<(), Conn> {
+        let fd = conn.sock.os_fd();
+        let (class, wait) = self.classes.of(httpd::server_timeout());
+        let mut registered = false;
+        loop {
+            let Some(r) = self.slots.reserve(fd.max(0) as usize, NEW_TAG) else {
+                return Err(conn);
+            };
+            let ticket = r.ticket();
+            let deadline = monotonic_ns().saturating_add(wait.as_nanos() as u64);
+            w.timeouts
+                .push(class, deadline, ticket, &CoarseAlarm(&self.timer));
+            let armed = if registered {
+                self.set.modify(fd, Interest::ReadOnce, ticket.to_u64())
+            } else {
+                self.set.add(fd, Interest::ReadOnce, ticket.to_u64())
+            };
+            if armed.is_err() {
+                return Err(conn);
+            }
+            registered = true;
+            self.gauges.add(Counter::Parked, 1);
+            match r.publish(Held::New(conn)) {
+                Ok(()) => {
+                    self.after_publish(w, ticket, Some(STOP_KEEP_ALIVE));
+                    return Ok(());
+                }
+                // A claimer came first (see `park`): park it anew.
+                Err(back) => {
+                    self.gauges.add(Counter::Parked, -1);
+                    let Held::New(back) = back else {
+                        unreachable!("published a new connection")
+                    };
+                    conn = back;
+                }
+            }
+        }
     }
 
     /// A transaction pool for an accept: the worker's own, a recycled one, or a new one;
@@ -386,10 +505,13 @@ impl Parking {
     }
 
     /// Claims the connection parked under `ticket`, if it is still there.
-    fn claim(&self, ticket: Ticket) -> Option<Parked> {
-        let p = self.slots.claim(ticket)?;
-        self.unpark_counts(p.state);
-        Some(p)
+    fn claim(&self, ticket: Ticket) -> Option<Held> {
+        let h = self.slots.claim(ticket)?;
+        match &h {
+            Held::Parked(p) => self.unpark_counts(p.state),
+            Held::New(_) => self.gauges.add(Counter::Parked, -1),
+        }
+        Some(h)
     }
 
     fn park_counts(&self, state: ParkState) {
@@ -462,9 +584,9 @@ impl Parking {
                 ticket,
                 deadline,
             };
-            match r.publish(parked) {
+            match r.publish(Held::Parked(parked)) {
                 Ok(()) => {
-                    self.after_publish(w, ticket, state);
+                    self.after_publish(w, ticket, stop_wait(state));
                     return Ok(());
                 }
                 // A claimer came between the arming and the publish: the connection is
@@ -472,6 +594,9 @@ impl Parking {
                 // readiness fires again; an expiry gets a new deadline, never an early one).
                 Err(back) => {
                     self.unpark_counts(state);
+                    let Held::Parked(back) = back else {
+                        unreachable!("published a parked connection")
+                    };
                     conn = back.conn;
                 }
             }
@@ -499,10 +624,13 @@ impl Parking {
                 return Err(p.conn);
             }
             self.park_counts(state);
-            match r.publish(p) {
+            match r.publish(Held::Parked(p)) {
                 Ok(()) => break,
                 Err(back) => {
                     self.unpark_counts(state);
+                    let Held::Parked(back) = back else {
+                        unreachable!("published a parked connection")
+                    };
                     p = back;
                 }
             }
@@ -510,19 +638,20 @@ impl Parking {
         // Its timeout entry may have come due while this worker held the connection (the
         // expirer's claim then found it out of its slot, and forgot it): close it now.
         if monotonic_ns() >= deadline {
-            if let Some(p) = self.claim(ticket) {
-                return Err(p.conn);
-            }
-            return Ok(());
+            return match self.claim(ticket) {
+                Some(Held::Parked(p)) => Err(p.conn),
+                // Not ours any more (the expirer or a reader claimed it).
+                _ => Ok(()),
+            };
         }
-        self.after_publish(w, ticket, state);
+        self.after_publish(w, ticket, stop_wait(state));
         Ok(())
     }
 
     /// After a publish: a stop that began meanwhile may have missed the connection in its
     /// scan; then the parker files the stop's shorter wait itself. (A class is one length,
     /// so the stop's entries keep each FIFO sorted, whoever files them.)
-    fn after_publish(&self, w: &mut Waiter, ticket: Ticket, state: ParkState) {
+    fn after_publish(&self, w: &mut Waiter, ticket: Ticket, on_stop: Option<Duration>) {
         // SeqCst fence between the publish and the read of `stopping`: against the stop's
         // fence between its store and its scan (either the scan sees the connection parked,
         // or this sees the stop).
@@ -530,7 +659,7 @@ impl Parking {
         if !self.drain.is_stopping() {
             return;
         }
-        if let Some(wait) = stop_wait(state) {
+        if let Some(wait) = on_stop {
             let (class, wait) = self.classes.of(wait);
             let deadline = monotonic_ns().saturating_add(wait.as_nanos() as u64);
             w.timeouts
@@ -545,8 +674,8 @@ impl Parking {
         if let Some(mut e) = self.timeouts.try_expire() {
             let now = monotonic_ns();
             e.expire(now, EXPIRE_BATCH, |t| match self.claim(t) {
-                Some(p) => {
-                    out.push(p);
+                Some(h) => {
+                    out.push(h);
                     true
                 }
                 None => false,
@@ -630,7 +759,11 @@ impl Parking {
         if let Some(mut p) = self.timeouts.producer(self.workers) {
             let now = monotonic_ns();
             for (ticket, tag) in self.slots.parked() {
-                if let Some(wait) = stop_wait(ParkState::from_tag(tag)) {
+                let wait = match tag {
+                    NEW_TAG => Some(STOP_KEEP_ALIVE),
+                    tag => stop_wait(ParkState::from_tag(tag)),
+                };
+                if let Some(wait) = wait {
                     let (class, wait) = self.classes.of(wait);
                     p.push(
                         class,
@@ -649,10 +782,12 @@ impl Parking {
     pub fn finish(&self) {
         let tickets: Vec<Ticket> = self.slots.parked().map(|(t, _)| t).collect();
         for t in tickets {
-            if let Some(p) = self.claim(t) {
-                self.closed();
-                drop(p.conn.close(true));
+            match self.claim(t) {
+                Some(Held::Parked(p)) => drop(p.conn.close(true)),
+                Some(Held::New(conn)) => drop(conn.drop_unserved()),
+                None => continue,
             }
+            self.closed();
         }
         for g in self.gates.iter() {
             g.begin_close();
