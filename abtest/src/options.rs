@@ -87,6 +87,8 @@ pub struct Options {
     /// `--max-workers N`: MaxRequestWorkers N in children of 25 threads, all started (the
     /// default config has 500 threads, more than any client count).
     pub max_workers: Option<u32>,
+    /// `--debian-sizing`: Debian's default MPM sizing (see the usage text).
+    pub debian_sizing: bool,
     /// `--percon`: skip the `perf stat` pass (`--no-perf`); the kinds then come from strace.
     pub no_perf: bool,
     /// `--memory`: instead of the matrix, resident memory per idle keep-alive connection.
@@ -110,6 +112,9 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
                        rworker-listener (RWorkerAccept listener, on request)
   --max-workers N      MaxRequestWorkers N (a multiple of 25) in N/25 children of 25
                        threads, all started, for every MPM alike (default: 10 x 50)
+  --debian-sizing      Debian's mpm_*.conf instead, for every MPM alike: StartServers 2,
+                       MinSpareThreads 25, MaxSpareThreads 75, ThreadsPerChild 25,
+                       MaxRequestWorkers 150, ServerLimit 16 (the parent forks and sheds)
   --sizes LIST         payload sizes in bytes (default 1,4096,102400)
   --clients LIST       concurrent connections (default 50,100,400)
   --modes LIST         keepalive,close (default both)
@@ -237,6 +242,7 @@ impl Options {
             quick,
             percon,
             max_workers: None,
+            debian_sizing: false,
             requests: 5000,
             cpu_requests: 20000,
             keep_traces: false,
@@ -290,6 +296,7 @@ impl Options {
                 "--no-perf" => o.no_perf = true,
                 "--replot" => o.replot = Some(PathBuf::from(value()?)),
                 "--rworker-so" => o.rworker_so = Some(PathBuf::from(value()?)),
+                "--debian-sizing" => o.debian_sizing = true,
                 "--baseline-so" => o.baseline_so = Some(PathBuf::from(value()?)),
                 "--path" => {
                     let p = value()?;
@@ -320,6 +327,9 @@ impl Options {
         }
         if self.reps == 0 {
             bail!("--reps must be at least 1");
+        }
+        if self.debian_sizing && self.max_workers.is_some() {
+            bail!("--debian-sizing and --max-workers both set the sizing: choose one");
         }
         if self.mpms.iter().any(|k| k.is_baseline()) && self.baseline_so.is_none() {
             bail!("rworker-park-base needs --baseline-so PATH (another build of the module)");

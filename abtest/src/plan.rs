@@ -197,7 +197,11 @@ impl Plan {
                 if shutdown::interrupted() {
                     return Err(Error("interrupted".into()));
                 }
-                let overrides = o.max_workers.map(worker_limit).unwrap_or_default();
+                let overrides = match (o.max_workers, o.debian_sizing) {
+                    (Some(n), _) => worker_limit(n),
+                    (None, true) => debian_sizing(),
+                    (None, false) => Vec::new(),
+                };
                 let so = match (mpm.is_baseline(), baseline_so) {
                     (true, Some(b)) => b,
                     _ => rworker_so,
@@ -342,6 +346,21 @@ impl Plan {
 
 /// What `--max-workers n` changes in `common.conf`, for every MPM alike: `n / 25` children
 /// of 25 threads, all started; idle maintenance neither forks nor retires during a run.
+/// Debian's default sizing (its mpm_worker.conf and mpm_event.conf), for every MPM alike.
+pub fn debian_sizing() -> Vec<(&'static str, String)> {
+    [
+        ("StartServers", "2"),
+        ("ServerLimit", "16"),
+        ("ThreadsPerChild", "25"),
+        ("MaxRequestWorkers", "150"),
+        ("MinSpareThreads", "25"),
+        ("MaxSpareThreads", "75"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k, v.to_string()))
+    .collect()
+}
+
 pub fn worker_limit(n: u32) -> Vec<(&'static str, String)> {
     let children = (n / 25).max(1).to_string();
     vec![
