@@ -237,10 +237,20 @@ impl ServerOpts {
     /// is raised to ThreadsPerChild, rounded down to a multiple of it (AH00316), and capped
     /// at ServerLimit (default 16) × ThreadsPerChild). The HardLimit slots beyond are hidden.
     pub fn expected_scoreboard_len(&self) -> usize {
+        (self.expected_daemons() * self.effective_threads_per_child()) as usize
+    }
+
+    /// MaxRequestWorkers / ThreadsPerChild after the clamps above: the most children.
+    fn expected_daemons(&self) -> u32 {
         let tpc = self.effective_threads_per_child();
         let mrw = self.max_request_workers.max(tpc);
-        let daemons = (mrw / tpc).min(self.server_limit.unwrap_or(16));
-        (daemons * tpc) as usize
+        (mrw / tpc).min(self.server_limit.unwrap_or(16))
+    }
+
+    /// Children the parent forks at start: StartServers, at least 1, at most the daemons
+    /// MaxRequestWorkers allows (as the stock MPMs clamp it).
+    pub fn expected_start_children(&self) -> usize {
+        self.start_servers.clamp(1, self.expected_daemons().max(1)) as usize
     }
 }
 
@@ -352,6 +362,12 @@ impl Server {
                         "no child process 10 s after start:\n{}",
                         self.error_log()
                     );
+                    // The parent forks its StartServers children one after another; a test
+                    // that counts them (or their log lines) must not see the first alone.
+                    // Idle maintenance cannot shed any before its first tick, a second on;
+                    // should a child not come up, the test's own assertions say why.
+                    let want = self.opts.expected_start_children();
+                    wait_until(Duration::from_secs(10), || self.children().len() >= want);
                     return;
                 }
                 Err(failure) => {
