@@ -297,7 +297,9 @@ impl Worker {
                 let mut c = parked.conn;
                 c.resume(&self.thd, self.rt.slot, self.tn, self.id);
                 c.set_short_linger();
-                self.linger(c, p, w)
+                // The server ends this one, not the client: no FIN is on its way, and
+                // waiting for one here would hold up the rest of the expired batch.
+                self.linger_then_park(c, p, w)
             }
         }
     }
@@ -391,14 +393,29 @@ impl Worker {
 
     /// Lingering close: begins it here (pre_close hooks, flush, shutdown of our side),
     /// reads what the client already sent, and parks the connection to wait for the
-    /// client's FIN without holding this thread.
-    fn linger(&self, mut c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+    /// client's FIN without holding this thread. A client usually closes right after it
+    /// read the response: its FIN is waited for here a moment first (LINGER_ON_WORKER).
+    fn linger(&self, c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+        self.lingering_close(c, p, w, Some(LINGER_ON_WORKER))
+    }
+
+    /// Lingering close without the wait on this thread: for a connection the server ends
+    /// on its own (an expired keep-alive or I/O wait), whose client sends nothing soon.
+    fn linger_then_park(&self, c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+        self.lingering_close(c, p, w, None)
+    }
+
+    fn lingering_close(
+        &self,
+        mut c: AsyncConn,
+        p: &Parking,
+        w: &mut Waiter,
+        wait_here: Option<Duration>,
+    ) -> Option<Pool> {
         c.set_status(status::CLOSING);
-        // A client usually closes right after it read the response: its FIN is waited for
-        // here a moment before the connection parks (see LINGER_ON_WORKER).
         if (c.is_lingering() || c.start_lingering_close())
             && !c.drain()
-            && !(c.wait_ready(true, LINGER_ON_WORKER) && c.drain())
+            && !wait_here.is_some_and(|t| c.wait_ready(true, t) && c.drain())
         {
             let short = c.short_linger();
             return self.park(c, ParkState::Linger { short }, p, w);
