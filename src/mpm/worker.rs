@@ -299,7 +299,7 @@ impl Worker {
                 c.set_short_linger();
                 // The server ends this one, not the client: no FIN is on its way, and
                 // waiting for one here would hold up the rest of the expired batch.
-                self.linger_then_park(c, p, w)
+                self.lingering_close(c, p, w, None)
             }
         }
     }
@@ -391,20 +391,15 @@ impl Worker {
         }
     }
 
-    /// Lingering close: begins it here (pre_close hooks, flush, shutdown of our side),
-    /// reads what the client already sent, and parks the connection to wait for the
-    /// client's FIN without holding this thread. A client usually closes right after it
-    /// read the response: its FIN is waited for here a moment first (LINGER_ON_WORKER).
+    /// Lingering close after a response: a client usually closes right after it read
+    /// one, so its FIN is waited for here a moment first (LINGER_ON_WORKER).
     fn linger(&self, c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
         self.lingering_close(c, p, w, Some(LINGER_ON_WORKER))
     }
 
-    /// Lingering close without the wait on this thread: for a connection the server ends
-    /// on its own (an expired keep-alive or I/O wait), whose client sends nothing soon.
-    fn linger_then_park(&self, c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
-        self.lingering_close(c, p, w, None)
-    }
-
+    /// Lingering close: begins it here (pre_close hooks, flush, shutdown of our side),
+    /// reads what the client already sent, waits `wait_here` on this thread for the
+    /// client's FIN, and else parks the connection to wait for it without a thread.
     fn lingering_close(
         &self,
         mut c: AsyncConn,
