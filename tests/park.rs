@@ -465,36 +465,7 @@ fn a_signal_on_a_worker_in_write_completion_does_not_cut_the_response() {
         "server did not settle"
     );
     const LEN: usize = 48 * 1024;
-    // SAFETY: a fresh TCP socket, its receive buffer set before connect, then owned by the
-    // TcpStream.
-    let mut c = unsafe {
-        use std::os::fd::FromRawFd;
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        let small: libc::c_int = 4096;
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            &small as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: s.port.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        let rc = libc::connect(
-            fd,
-            &addr as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        );
-        assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
-        TcpStream::from_raw_fd(fd)
-    };
+    let mut c = common::connect_with_rcvbuf(&s.addr(), 4096);
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     c.write_all(
         format!(

@@ -913,6 +913,10 @@ pub struct RawConn {
 impl RawConn {
     pub fn connect(addr: &str) -> RawConn {
         let s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        RawConn::from_stream(s)
+    }
+
+    fn from_stream(s: TcpStream) -> RawConn {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         s.set_nodelay(true).unwrap();
         RawConn {
@@ -1341,23 +1345,47 @@ pub fn describe_processes(pids: &[i32]) -> String {
 }
 
 impl RawConn {
-    /// Like [`RawConn::connect`], with SO_RCVBUF set to `bytes` (a slow reader that does
-    /// not let the kernel buffer megabytes on its side).
+    /// Like [`RawConn::connect`], through [`connect_with_rcvbuf`].
     pub fn connect_with_rcvbuf(addr: &str, bytes: i32) -> RawConn {
-        use std::os::fd::AsRawFd;
-        let c = RawConn::connect(addr);
-        // SAFETY: setsockopt(2) on a connected socket we own, with a valid int option.
-        let rc = unsafe {
-            libc::setsockopt(
-                c.writer.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                &bytes as *const i32 as *const libc::c_void,
-                std::mem::size_of::<i32>() as libc::socklen_t,
-            )
-        };
+        RawConn::from_stream(connect_with_rcvbuf(addr, bytes))
+    }
+}
+
+/// A TCP connection to `addr` (an IPv4 `host:port`) whose SO_RCVBUF is `bytes`, set before
+/// connect so that the window offered in the handshake is that small too: a slow reader
+/// that does not let the kernel buffer megabytes on its side.
+pub fn connect_with_rcvbuf(addr: &str, bytes: i32) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let sa: std::net::SocketAddrV4 = addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"));
+    // SAFETY: a fresh socket; setsockopt(2) with a valid int option and connect(2) with a
+    // valid sockaddr_in; from_raw_fd takes the only copy of the descriptor.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let s = TcpStream::from_raw_fd(fd);
+        let rc = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &bytes as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        );
         assert_eq!(rc, 0, "setsockopt SO_RCVBUF");
-        c
+        let sin = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: sa.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*sa.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let rc = libc::connect(
+            fd,
+            &sin as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(rc, 0, "connect {addr}: {}", std::io::Error::last_os_error());
+        s
     }
 }
 
