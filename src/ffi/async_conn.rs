@@ -341,10 +341,10 @@ impl AsyncConn {
     }
 
     /// Blocks until the socket is readable (`read`) or writable, up to `timeout`; false
-    /// on timeout or error. A signal does not end the wait: the listener's nudge or a
-    /// stop's re-signal can land on a worker that has just left accept for this wait, and
-    /// ending it there aborted the response being written. An immediate stop still ends
-    /// it at once, by shutting the socket down under it.
+    /// on timeout or error. A signal does not end the wait: a stop's re-signal can land on
+    /// a worker that has just left its idle wait for this one, and ending it there aborted
+    /// the response being written. An immediate stop still ends it at once, by shutting
+    /// the socket down under it.
     pub fn wait_ready(&self, read: bool, timeout: Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         loop {
