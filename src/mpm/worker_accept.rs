@@ -13,7 +13,7 @@
 //! a blocked accept has no other way out), and the count of idle workers. (A parking child,
 //! `RWorkerKeepAlive park`, accepts through its event set instead: `crate::mpm::parking`.)
 
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 
 use crate::ffi::listen::{Accepted, SharedListener};
 use crate::ffi::log::level;
@@ -35,8 +35,6 @@ pub struct WorkerAccept {
     /// Per worker: announced in accept (set before its stop check, cleared after accept
     /// returns), so a stop signals exactly the workers that may be blocked there.
     in_accept: Box<[AtomicBool]>,
-    /// Workers in accept now: the idle workers (`RWorkerIdleWorkers`).
-    idle: AtomicUsize,
     /// A worker already asked the main thread to stop the child (asked once).
     stop_asked: AtomicBool,
 }
@@ -68,7 +66,6 @@ impl WorkerAccept {
             max_mem_free,
             budget: ConnectionBudget::new(max_connections),
             in_accept: (0..workers).map(|_| AtomicBool::new(false)).collect(),
-            idle: AtomicUsize::new(0),
             stop_asked: AtomicBool::new(false),
         }
     }
@@ -113,11 +110,8 @@ impl WorkerAccept {
         let got = if rt.shutdown.is_stopping() {
             Accepted::Nothing
         } else {
-            // Relaxed: a gauge for server-status.
-            self.idle.fetch_add(1, Ordering::Relaxed);
             rt.counters.add(Counter::IdleWorkers, 1);
             let got = self.socket.accept(&mut pool);
-            self.idle.fetch_sub(1, Ordering::Relaxed);
             rt.counters.remove(Counter::IdleWorkers, 1);
             got
         };
@@ -153,12 +147,6 @@ impl WorkerAccept {
                 Next::Stop
             }
         }
-    }
-
-    /// Workers waiting in accept now.
-    pub fn waiting(&self) -> usize {
-        // Relaxed: a gauge (and a hint for `idle_split`).
-        self.idle.load(Ordering::Relaxed)
     }
 
     /// The main thread, once the child stops (a stop at least graceful is requested here
