@@ -274,7 +274,8 @@ fn foreground_serves_then_exits_on(sig: i32) {
     let opts = ServerOpts::stable();
     let mut s = Server::start_foreground(opts.clone());
     let pid = s.parent_pid();
-    let (code, body) = http_get(&s.url("/")).expect("GET / from apache2 -X");
+    let (code, body) = http_get(&s.url("/"))
+        .unwrap_or_else(|e| panic!("GET / from apache2 -X: {e}; error log:\n{}", s.error_log()));
     assert_eq!((code, body.as_slice()), (200, INDEX_HTML.as_bytes()));
     assert_eq!(s.processes(), vec![pid], "-X must not fork");
     // Its starter thread creates the workers one by one, and the first of them may serve
