@@ -312,30 +312,54 @@ impl Server {
     }
 
     /// Starts `apache2 -X` (one process, in the foreground, as our child).
+    ///
+    /// It is ready when *it* listens on the port: a bare connect cannot tell, because the
+    /// port is only "free a moment ago" (`free_port`), and another server started beside
+    /// this test (seen with two suites at once) may take it first. Then apache2 -X exits
+    /// with "Address already in use" on its console, while a connect reaches the other
+    /// server: a test then talked to a foreign server that answered, or reset its request
+    /// as it stopped (the "Connection reset by peer" on the first GET). The listening
+    /// socket's inode must be one of our process's descriptors.
     pub fn start_foreground(opts: ServerOpts) -> Server {
         let mut s = Server::new(opts);
         for attempt in 0..3 {
+            let console = s.root().join("logs/console.log");
+            let out = fs::File::create(&console).expect("create logs/console.log");
             let child = Command::new(APACHE2)
                 .arg("-f")
                 .arg(s.conf_path())
                 .arg("-X")
                 .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stdout(out.try_clone().expect("dup console log"))
+                .stderr(out)
                 .spawn()
                 .expect("spawn apache2 -X");
+            let pid = child.id() as i32;
             s.foreground = Some(child);
-            if s.wait_listening(Duration::from_secs(15)) {
+            let port = s.port;
+            let mut exited = false;
+            wait_until(Duration::from_secs(15), || {
+                exited = s
+                    .foreground
+                    .as_mut()
+                    .is_some_and(|c| !matches!(c.try_wait(), Ok(None)));
+                exited || pid_listens_on(pid, port)
+            });
+            if !exited && pid_listens_on(pid, port) {
                 return s;
             }
-            let log = s.error_log();
+            let log = format!(
+                "{}{}",
+                fs::read_to_string(&console).unwrap_or_default(),
+                s.error_log()
+            );
             s.kill_foreground();
             if attempt < 2 && log.contains("Address already in use") {
                 s.rebind();
                 continue;
             }
             panic!(
-                "apache2 -X did not start listening on {}; error log:\n{log}",
+                "apache2 -X did not start listening on {}; console and error log:\n{log}",
                 s.port
             );
         }
@@ -1190,6 +1214,34 @@ pub fn fd_count(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|rd| rd.count())
         .unwrap_or(0)
+}
+
+/// Whether process `pid` holds the listening socket on 127.0.0.1:`port` (the socket's
+/// inode in /proc/net/tcp is one of its descriptors), not merely whether some process
+/// listens there.
+pub fn pid_listens_on(pid: i32, port: u16) -> bool {
+    let Ok(tcp) = fs::read_to_string("/proc/net/tcp") else {
+        return false;
+    };
+    let local = format!("0100007F:{port:04X}");
+    let inodes: Vec<String> = tcp
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            (f.len() > 9 && f[1] == local && f[3] == "0A").then(|| format!("socket:[{}]", f[9]))
+        })
+        .collect();
+    if inodes.is_empty() {
+        return false;
+    }
+    fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|rd| {
+        rd.flatten().any(|e| {
+            fs::read_link(e.path())
+                .is_ok_and(|t| inodes.iter().any(|i| t.as_os_str() == i.as_str()))
+        })
+    })
 }
 
 /// Connections waiting in the accept queue of the listening socket 127.0.0.1:`port`
