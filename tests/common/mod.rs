@@ -337,15 +337,16 @@ impl Server {
             let pid = child.id() as i32;
             s.foreground = Some(child);
             let port = s.port;
-            let mut exited = false;
+            let mut listening = false;
             wait_until(Duration::from_secs(15), || {
-                exited = s
-                    .foreground
-                    .as_mut()
-                    .is_some_and(|c| !matches!(c.try_wait(), Ok(None)));
-                exited || pid_listens_on(pid, port)
+                listening = pid_listens_on(pid, port);
+                // An exited process holds no socket: stop waiting for it.
+                listening
+                    || s.foreground
+                        .as_mut()
+                        .is_some_and(|c| !matches!(c.try_wait(), Ok(None)))
             });
-            if !exited && pid_listens_on(pid, port) {
+            if listening {
                 return s;
             }
             let log = format!(
@@ -1216,49 +1217,39 @@ pub fn fd_count(pid: i32) -> usize {
         .unwrap_or(0)
 }
 
-/// Whether process `pid` holds the listening socket on 127.0.0.1:`port` (the socket's
-/// inode in /proc/net/tcp is one of its descriptors), not merely whether some process
-/// listens there.
-pub fn pid_listens_on(pid: i32, port: u16) -> bool {
-    let Ok(tcp) = fs::read_to_string("/proc/net/tcp") else {
-        return false;
-    };
-    let local = format!("0100007F:{port:04X}");
-    let inodes: Vec<String> = tcp
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-            (f.len() > 9 && f[1] == local && f[3] == "0A").then(|| format!("socket:[{}]", f[9]))
-        })
-        .collect();
-    if inodes.is_empty() {
-        return false;
-    }
-    fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|rd| {
-        rd.flatten().any(|e| {
-            fs::read_link(e.path())
-                .is_ok_and(|t| inodes.iter().any(|i| t.as_os_str() == i.as_str()))
-        })
-    })
-}
-
-/// Connections waiting in the accept queue of the listening socket 127.0.0.1:`port`
-/// (the `rx_queue` column of /proc/net/tcp, which for a LISTEN socket is the backlog).
-pub fn listen_backlog(port: u16) -> Option<u32> {
+/// The LISTEN socket on 127.0.0.1:`port` in /proc/net/tcp, as (rx_queue, inode): for a
+/// listening socket rx_queue is its accept backlog.
+fn listening_socket(port: u16) -> Option<(u32, String)> {
     let tcp = fs::read_to_string("/proc/net/tcp").ok()?;
     let local = format!("0100007F:{port:04X}");
     tcp.lines().skip(1).find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        // sl local_address rem_address st tx_queue:rx_queue ...
-        if f.len() > 4 && f[1] == local && f[3] == "0A" {
-            let rx = f[4].split(':').nth(1)?;
-            u32::from_str_radix(rx, 16).ok()
+        // sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
+        if f.len() > 9 && f[1] == local && f[3] == "0A" {
+            let rx = u32::from_str_radix(f[4].split(':').nth(1)?, 16).ok()?;
+            Some((rx, f[9].to_string()))
         } else {
             None
         }
     })
+}
+
+/// Whether process `pid` holds the listening socket on 127.0.0.1:`port` (its inode is one
+/// of the process's descriptors), not merely whether some process listens there.
+pub fn pid_listens_on(pid: i32, port: u16) -> bool {
+    let Some((_, inode)) = listening_socket(port) else {
+        return false;
+    };
+    let target = format!("socket:[{inode}]");
+    fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|rd| {
+        rd.flatten()
+            .any(|e| fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == target.as_str()))
+    })
+}
+
+/// Connections waiting in the accept queue of the listening socket 127.0.0.1:`port`.
+pub fn listen_backlog(port: u16) -> Option<u32> {
+    listening_socket(port).map(|(rx, _)| rx)
 }
 
 impl Server {
