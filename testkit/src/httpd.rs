@@ -43,8 +43,13 @@ impl StartFailure {
     /// Whether httpd could not bind its port: another process took it between
     /// [`crate::port::free_port`] and httpd's bind, so a retry on another port may succeed.
     pub fn port_in_use(&self) -> bool {
-        self.text.contains("Address already in use")
+        says_port_in_use(&self.text)
     }
+}
+
+/// Whether httpd's output (console or error log) says it could not bind its port.
+pub fn says_port_in_use(text: &str) -> bool {
+    text.contains("Address already in use")
 }
 
 impl fmt::Display for StartFailure {

@@ -1,5 +1,6 @@
 //! What `/proc` says about a process: state, parent, CPU time, children, command line; and
-//! about the host's TCP sockets on a port.
+//! about the host's TCP sockets on a port (connections not yet closed, the listener, its
+//! backlog and which process holds it).
 //!
 //! Every reading is a snapshot: a process may exit, and its pid be reused, between two calls.
 
@@ -140,6 +141,46 @@ fn count_unclosed(table: &str, port: u16) -> usize {
         .count()
 }
 
+/// The LISTEN socket on 127.0.0.1:`port` in `/proc/net/tcp`, as (rx_queue, inode): for a
+/// listening socket rx_queue is its accept backlog.
+fn listening_socket(port: u16) -> Option<(u32, String)> {
+    find_listening(&fs::read_to_string("/proc/net/tcp").ok()?, port)
+}
+
+/// [`listening_socket`] over the text of `/proc/net/tcp`.
+fn find_listening(table: &str, port: u16) -> Option<(u32, String)> {
+    const LISTEN: &str = "0A";
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
+        if f.len() > 9 && f[1] == local && f[3] == LISTEN {
+            let rx = u32::from_str_radix(f[4].split(':').nth(1)?, 16).ok()?;
+            Some((rx, f[9].to_string()))
+        } else {
+            None
+        }
+    })
+}
+
+/// Connections waiting in the accept queue of the listening socket 127.0.0.1:`port`.
+pub fn listen_backlog(port: u16) -> Option<u32> {
+    listening_socket(port).map(|(rx, _)| rx)
+}
+
+/// Whether process `pid` holds the listening socket on 127.0.0.1:`port` (its inode is one
+/// of the process's descriptors), not merely whether some process listens there.
+pub fn pid_listens_on(pid: i32, port: u16) -> bool {
+    let Some((_, inode)) = listening_socket(port) else {
+        return false;
+    };
+    let target = format!("socket:[{inode}]");
+    fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|rd| {
+        rd.flatten()
+            .any(|e| fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == target.as_str()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +213,27 @@ mod tests {
         // (09, already shut down); the last line is the client's end.
         assert_eq!(count_unclosed(table, 18000), 2);
         assert_eq!(count_unclosed(table, 18001), 0);
+    }
+
+    #[test]
+    fn listening_socket_by_port_with_backlog_and_inode() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:4650 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 111 1\n\
+   1: 0100007F:4650 00000000:0000 0A 00000000:00000005 00:00000000 00000000     0        0 222 1\n";
+        // 0x4650 = 18000: the established line's inode is not the listener's.
+        assert_eq!(find_listening(table, 18000), Some((5, "222".to_string())));
+        assert_eq!(find_listening(table, 18001), None);
+    }
+
+    #[test]
+    fn the_listener_this_process_holds() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().unwrap().port();
+        let me = std::process::id() as i32;
+        assert!(pid_listens_on(me, port));
+        assert_eq!(listen_backlog(port), Some(0));
+        drop(l);
+        assert!(!pid_listens_on(me, port));
     }
 
     #[test]

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 pub use rworker_testkit::error_log::{crash_lines, log_level};
 pub use rworker_testkit::httpd::APACHE2;
 pub use rworker_testkit::procfs::{
-    alive as pid_alive, all_pids, children_of, cmdline, cpu_ticks, proc_state,
+    alive as pid_alive, all_pids, children_of, cmdline, cpu_ticks, listen_backlog, pid_listens_on,
+    proc_state,
 };
 pub use rworker_testkit::wait::wait_until;
 pub use rworker_testkit::wrk::WrkResult;
@@ -355,7 +356,7 @@ impl Server {
                 s.error_log()
             );
             s.kill_foreground();
-            if attempt < 2 && log.contains("Address already in use") {
+            if attempt < 2 && rworker_testkit::httpd::says_port_in_use(&log) {
                 s.rebind();
                 continue;
             }
@@ -1215,41 +1216,6 @@ pub fn fd_count(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|rd| rd.count())
         .unwrap_or(0)
-}
-
-/// The LISTEN socket on 127.0.0.1:`port` in /proc/net/tcp, as (rx_queue, inode): for a
-/// listening socket rx_queue is its accept backlog.
-fn listening_socket(port: u16) -> Option<(u32, String)> {
-    let tcp = fs::read_to_string("/proc/net/tcp").ok()?;
-    let local = format!("0100007F:{port:04X}");
-    tcp.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        // sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
-        if f.len() > 9 && f[1] == local && f[3] == "0A" {
-            let rx = u32::from_str_radix(f[4].split(':').nth(1)?, 16).ok()?;
-            Some((rx, f[9].to_string()))
-        } else {
-            None
-        }
-    })
-}
-
-/// Whether process `pid` holds the listening socket on 127.0.0.1:`port` (its inode is one
-/// of the process's descriptors), not merely whether some process listens there.
-pub fn pid_listens_on(pid: i32, port: u16) -> bool {
-    let Some((_, inode)) = listening_socket(port) else {
-        return false;
-    };
-    let target = format!("socket:[{inode}]");
-    fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|rd| {
-        rd.flatten()
-            .any(|e| fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == target.as_str()))
-    })
-}
-
-/// Connections waiting in the accept queue of the listening socket 127.0.0.1:`port`.
-pub fn listen_backlog(port: u16) -> Option<u32> {
-    listening_socket(port).map(|(rx, _)| rx)
 }
 
 impl Server {
