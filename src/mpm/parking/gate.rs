@@ -9,6 +9,15 @@
 //! turns). Deleting it (and not adding it back) is how a child stops accepting: at its
 //! open-file limit, at MaxConnectionsPerChild, when it stops.
 //!
+//! A worker that leaves connections behind while no other worker of the child waits in the
+//! set does not re-poll (two `epoll_ctl` calls per connection under load, when the next
+//! worker to go idle is bound to look anyway): it marks the gate `leftover`, and a worker
+//! about to wait first accepts from a gate so marked. The mark and the count of waiters are
+//! a Dekker pair (`Gate::leave_behind`, `Gate::leftover`): either the worker about to wait
+//! sees the mark, or the acceptor sees it waiting and re-polls, which wakes it. A worker
+//! that finds the queue empty takes the mark off only if nobody marked it anew since it
+//! looked (`Gate::emptied`: the mark is a counter, odd while set).
+//!
 //! Two things to keep straight without a lock:
 //! - Registration changes come from any worker (after each accept, or a close below the
 //!   open-file limit) and from the main thread (the stop). One thread at a time makes them
@@ -21,7 +30,7 @@
 //!   accept with a CLOSING bit that keeps new ones out; the close happens in `settle`, by the
 //!   holder, once the socket is out of the set and nobody is inside.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::ffi::epoll::{Epoll, Interest};
 use crate::ffi::listen::{Accepted, PolledListener};
@@ -46,6 +55,9 @@ pub struct Gate {
     registered: AtomicBool,
     /// Whether the child's copy is closed (read and written only by the holder of `busy`).
     closed: AtomicBool,
+    /// Odd while the socket may hold connections that no waiter was told of (module doc);
+    /// each new mark adds two, so a stale value never matches again.
+    leftover: AtomicU64,
 }
 
 /// A worker in accept on a gate (from [`Gate::enter`] to [`Inside::leave`]).
@@ -64,6 +76,7 @@ impl Gate {
             dirty: AtomicBool::new(false),
             registered: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            leftover: AtomicU64::new(0),
         }
     }
 
@@ -89,6 +102,49 @@ impl Gate {
                 Ok(_) => return Some(Inside { gate: self }),
                 Err(now) => w = now,
             }
+        }
+    }
+
+    /// The mark as it is now: odd while connections may be left behind. A worker reads it
+    /// before it accepts, and gives it to [`Gate::emptied`] if the queue turns out empty.
+    pub fn mark(&self) -> u64 {
+        // Acquire: the accept that follows cannot be done before this read, so a queue
+        // found empty was empty after the mark read (what `emptied` relies on).
+        self.leftover.load(Ordering::Acquire)
+    }
+
+    /// Whether a worker about to wait should accept first. The caller has counted itself
+    /// as waiting before this (the other half of [`Gate::leave_behind`]'s pair).
+    pub fn leftover(&self) -> bool {
+        // SeqCst fence between the waiter's count and this read: against leave_behind's
+        // fence between the mark and its read of the count.
+        fence(Ordering::SeqCst);
+        self.mark() & 1 == 1
+    }
+
+    /// Connections were left behind: marks the gate, then returns whether `waiters()` (read
+    /// after the mark) says a worker waits in the set, which the caller must then wake by
+    /// re-polling ([`Gate::settle`]), since it may have looked before the mark.
+    pub fn leave_behind(&self, waiters: impl Fn() -> bool) -> bool {
+        // Relaxed RMW: the fence below orders it before the read of the count.
+        let _ = self
+            .leftover
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some((v + 2) | 1));
+        fence(Ordering::SeqCst);
+        waiters()
+    }
+
+    /// A worker that read `mark` before its accept found the queue empty: the mark comes off
+    /// unless somebody set it anew since (their connections may still wait).
+    pub fn emptied(&self, mark: u64) {
+        if mark & 1 == 1 {
+            // Relaxed: the value itself is the whole message (a new mark makes it differ).
+            let _ = self.leftover.compare_exchange(
+                mark,
+                mark + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
     }
 

@@ -50,7 +50,7 @@ use crate::mpm::handoff::Handoff;
 use crate::mpm::open_files;
 use crate::mpm::status::{Counter, Gauges};
 use classes::Classes;
-use gate::Gate;
+use gate::{Gate, Inside};
 
 /// The bell's key in the set.
 const BELL: u64 = u64::MAX;
@@ -312,8 +312,20 @@ impl Parking {
         }
         self.gauges.add(Counter::IdleWorkers, 1);
         // Relaxed: a count that bounds accept batches (a stale one makes a batch a
-        // connection longer or shorter).
+        // connection longer or shorter); against a gate's mark, `Gate::leftover` fences.
         self.waiting.fetch_add(1, Ordering::Relaxed);
+        if self.accepting() {
+            if let Some((g, inside)) = self
+                .gates
+                .iter()
+                .filter(|g| g.leftover())
+                .find_map(|g| Some((g, g.enter()?)))
+            {
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
+                self.gauges.add(Counter::IdleWorkers, -1);
+                return self.accept(g, inside, w);
+            }
+        }
         let ev = self.set.wait_one();
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         self.gauges.add(Counter::IdleWorkers, -1);
@@ -325,7 +337,11 @@ impl Parking {
             BELL => Woken::Nothing,
             ALARM => self.expire(),
             k if k <= GATES && GATES - k < self.gates.len() as u64 => {
-                self.accept(&self.gates[(GATES - k) as usize], w)
+                let g = &self.gates[(GATES - k) as usize];
+                match g.enter() {
+                    Some(inside) => self.accept(g, inside, w),
+                    None => Woken::Nothing,
+                }
             }
             k => match self.claim(Ticket::from_u64(k)) {
                 Some(Held::Parked(p)) => Woken::Ready(p),
@@ -368,14 +384,13 @@ impl Parking {
         self.gauges.set(Counter::AtFileLimit, at_limit as u64);
     }
 
-    /// A listening socket woke this worker: accepts one connection to serve, and while
-    /// other workers wait in the set, one more for each (an accept batch: they join the
-    /// set as new connections, each waking one of them when its first request comes), so
-    /// that a burst is taken by as many workers as wait, without a wake-up chain.
-    fn accept(&self, g: &Gate, w: &mut Waiter) -> Woken {
-        let Some(inside) = g.enter() else {
-            return Woken::Nothing;
-        };
+    /// A listening socket woke this worker (or it was marked `leftover`): accepts one
+    /// connection to serve, and while other workers wait in the set, one more for each (an
+    /// accept batch: they join the set as new connections, each waking one of them when
+    /// its first request comes), so that a burst is taken by as many workers as wait,
+    /// without a wake-up chain.
+    fn accept(&self, g: &Gate, inside: Inside<'_>, w: &mut Waiter) -> Woken {
+        let mark = g.mark();
         let mut accepts = Accepts::default();
         let mut first = None;
         // Whether the socket's queue was seen empty: the next connection then wakes a
@@ -428,9 +443,16 @@ impl Parking {
             }
         }
         inside.leave();
-        if !emptied || !self.accepting() {
-            // Connections may still wait (or the child stops accepting): polled anew, a
-            // waiting one wakes the next worker to wait; or out of the set.
+        if emptied {
+            g.emptied(mark);
+        }
+        if !self.accepting() {
+            // Out of the set.
+            self.settle(g);
+        } else if !emptied && g.leave_behind(|| self.has_waiters()) {
+            // Connections may still wait, and so may a worker that looked before the mark:
+            // polled anew, a waiting connection wakes it. (With nobody waiting, the next
+            // worker to wait sees the mark.)
             self.settle(g);
         }
         match (first, broken) {
