@@ -314,19 +314,27 @@ impl Parking {
         // Relaxed: a count that bounds accept batches (a stale one makes a batch a
         // connection longer or shorter); against a gate's mark, `Gate::leftover` fences.
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        if self.accepting() {
-            if let Some((g, inside)) = self
-                .gates
-                .iter()
-                .filter(|g| g.leftover())
-                .find_map(|g| Some((g, g.enter()?)))
-            {
-                self.waiting.fetch_sub(1, Ordering::Relaxed);
-                self.gauges.add(Counter::IdleWorkers, -1);
-                return self.accept(g, inside, w);
+        // A gate marked leftover is served without waiting, but only after what the set
+        // has ready now (parked connections, the alarm), which would starve while the
+        // accept queue stays full.
+        let leftover = self.accepting() && self.gates.iter().any(|g| g.leftover());
+        let ev = match leftover.then(|| self.set.poll_one()) {
+            Some(None) => {
+                if let Some((g, inside)) = self
+                    .gates
+                    .iter()
+                    .filter(|g| g.leftover())
+                    .find_map(|g| Some((g, g.enter()?)))
+                {
+                    self.waiting.fetch_sub(1, Ordering::Relaxed);
+                    self.gauges.add(Counter::IdleWorkers, -1);
+                    return self.accept(g, inside, w);
+                }
+                self.set.wait_one()
             }
-        }
-        let ev = self.set.wait_one();
+            Some(ready) => ready,
+            None => self.set.wait_one(),
+        };
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         self.gauges.add(Counter::IdleWorkers, -1);
         let Some((key, _)) = ev else {
