@@ -13,7 +13,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{parse_ab, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm, Server, ServerOpts};
+use common::{
+    parse_ab, pid_connections_on, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm, Server,
+    ServerOpts,
+};
 
 /// MaxRequestWorkers 150 in 6 children of 25, all started, parking on.
 fn opts() -> ServerOpts {
@@ -233,6 +236,181 @@ fn idle_connections_survive_load_and_a_graceful_restart_loses_nothing() {
     );
     eprintln!("all processes gone {:?} after -k stop", t0.elapsed());
     // While the old generation drains, the new one can count too few idle threads.
+    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
+}
+
+/// Whether `c`'s server end is closed (EOF or reset waiting to be read), without blocking;
+/// panics on data nobody asked for.
+fn closed_by_server(c: &TcpStream) -> bool {
+    c.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    let mut r = c;
+    let closed = match r.read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => panic!("data on an idle connection"),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+        Err(_) => true,
+    };
+    c.set_nonblocking(false).unwrap();
+    closed
+}
+
+/// Polls `?auto` until ConnsAsyncKeepAlive counts `n` parked connections (the status
+/// requests' own connections, parked until their close is seen, may add a few).
+fn wait_parked(s: &Server, n: u64, what: &str) {
+    let mut last = 0;
+    let ok = wait_until(Duration::from_secs(15), || {
+        last = s.server_status_auto().num("ConnsAsyncKeepAlive");
+        (n..=n + 4).contains(&last)
+    });
+    assert!(ok, "{what}: ConnsAsyncKeepAlive {last}, not {n}");
+}
+
+/// Issue 20, acceptance 8: 5,000 parked connections through a kill -9 of a child, a
+/// graceful restart under load and `-k stop`. The kill closes exactly the connections
+/// the victim held (counted from /proc) and no other, and mod_status's count drops by
+/// as many; a graceful restart under `ab -c 20` fails no request, and the old children
+/// close their idle connections and leave; with 5,000 parked again, `-k stop` ends
+/// everything within 3 s.
+#[test]
+fn five_thousand_parked_connections_through_kill_9_a_graceful_restart_and_stop() {
+    let Some(s) = start() else { return };
+    let n = 5000;
+    let conns = idle_connections(&s, n);
+    wait_parked(&s, n as u64, "5,000 idle connections");
+
+    // kill -9 the child that holds the most.
+    let children = s.children();
+    let (victim, held) = children
+        .iter()
+        .map(|&p| (p, pid_connections_on(p, s.port)))
+        .max_by_key(|&(_, k)| k)
+        .expect("children");
+    assert!(held > 0, "no child holds a connection: {children:?}");
+    // SAFETY: kill(2) on a child pid of this test's own server.
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    let replaced = wait_until(Duration::from_secs(10), || {
+        let now = s.children();
+        !now.contains(&victim) && now.len() == children.len()
+    });
+    assert!(replaced, "{victim} not replaced: {:?}", s.children());
+    eprintln!("kill -9 of {victim}, which held {held} of {n} connections");
+    let closed = conns.iter().filter(|c| closed_by_server(c)).count();
+    assert_eq!(
+        closed, held,
+        "connections closed by the kill of {victim}, which held {held}"
+    );
+    wait_parked(&s, (n - held) as u64, "after the kill");
+    let mut conns: Vec<TcpStream> = conns.into_iter().filter(|c| !closed_by_server(c)).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(REQ).unwrap();
+        assert_eq!(read_response(c), Some(200), "survivor {i} after the kill");
+    }
+
+    // Graceful restart under load with the survivors parked.
+    let old = s.children();
+    let load = spawn_ab(&["-n", "10000", "-c", "20"], &s.url("/index.html"));
+    std::thread::sleep(Duration::from_millis(300));
+    s.graceful();
+    parse_ab(load.wait_with_output().expect("ab")).assert_all_ok(10000);
+    let gone = wait_until(Duration::from_secs(10), || {
+        let now = s.children();
+        old.iter().all(|p| !now.contains(p))
+    });
+    assert!(gone, "old children {old:?} still there: {:?}", s.children());
+    let open = conns.iter().filter(|c| !closed_by_server(c)).count();
+    assert_eq!(open, 0, "idle connections of the old generation left open");
+    drop(conns);
+    wait_parked(&s, 0, "after the old generation left");
+
+    // -k stop with 5,000 parked on the new generation.
+    let _again = idle_connections(&s, n);
+    wait_parked(&s, n as u64, "5,000 on the new generation");
+    let t0 = Instant::now();
+    s.stop();
+    assert!(
+        wait_until(Duration::from_secs(3), || s.processes().is_empty()),
+        "still running {:?} after -k stop: {:?}",
+        t0.elapsed(),
+        s.processes()
+    );
+    eprintln!("-k stop with {n} parked: all gone after {:?}", t0.elapsed());
+    // The kill's AH00052 (child pid exit signal Killed); AH00286 as above.
+    s.assert_no_warnings_in_error_log_except(&["AH00052", "AH00286"]);
+}
+
+/// Polls until mod_status parks exactly the idle connections of `conns` that the server
+/// has not closed (a retiring child closes its own); returns those.
+fn open_and_parked_agree(s: &Server, conns: Vec<TcpStream>, what: &str) -> Vec<TcpStream> {
+    let mut last = (0, 0);
+    let agree = wait_until(Duration::from_secs(15), || {
+        let open = conns.iter().filter(|c| !closed_by_server(c)).count() as u64;
+        let parked = s.server_status_auto().num("ConnsAsyncKeepAlive");
+        last = (open, parked);
+        (open..=open + 4).contains(&parked)
+    });
+    assert!(
+        agree,
+        "{what}: idle connections open, parked in status: {last:?}"
+    );
+    let open: Vec<TcpStream> = conns.into_iter().filter(|c| !closed_by_server(c)).collect();
+    eprintln!("{what}: {} idle connections open", open.len());
+    open
+}
+
+/// Issue 20, acceptance 8, continued: MaxConnectionsPerChild and graceful-stop with parked
+/// connections. Children of MaxConnectionsPerChild 500 retire under `ab -c 20` while 1,000
+/// idle connections are parked: ab fails no request, the parent replaces what retired, and
+/// mod_status's parked count stays exactly the idle connections still open (a retiring
+/// child closes its own after its one more second, and each still open answers); then
+/// `-k graceful-stop` closes the rest and every process leaves within 10 s.
+#[test]
+fn max_connections_per_child_and_graceful_stop_with_parked_connections() {
+    if !rworker_only() {
+        return;
+    }
+    let s = Server::start(opts().max_connections_per_child(500));
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
+    let first = s.children();
+    let conns = idle_connections(&s, 1000);
+    run_ab(&["-n", "10000", "-c", "20"], &s.url("/index.html")).assert_all_ok(10000);
+    // 11,000 connections over six children of at most 500 each: some retired, and the
+    // parent forked for the load (how many it keeps is idle maintenance's choice).
+    let replaced = wait_until(Duration::from_secs(15), || {
+        let now = s.children();
+        first.iter().any(|p| !now.contains(p)) && now.iter().any(|p| !first.contains(p))
+    });
+    assert!(
+        replaced,
+        "no child retired: {first:?} -> {:?}",
+        s.children()
+    );
+    let conns = open_and_parked_agree(&s, conns, "after the retirements");
+    // More for the graceful-stop, on children that may retire too.
+    let mut conns = open_and_parked_agree(
+        &s,
+        conns.into_iter().chain(idle_connections(&s, 200)).collect(),
+        "before the graceful-stop",
+    );
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(REQ).unwrap();
+        assert_eq!(read_response(c), Some(200), "open idle connection {i}");
+    }
+
+    let t0 = Instant::now();
+    s.graceful_stop();
+    assert!(
+        wait_until(Duration::from_secs(10), || s.processes().is_empty()),
+        "still running {:?} after -k graceful-stop: {:?}",
+        t0.elapsed(),
+        s.processes()
+    );
+    eprintln!("-k graceful-stop: all gone after {:?}", t0.elapsed());
+    let open = conns.iter().filter(|c| !closed_by_server(c)).count();
+    assert_eq!(open, 0, "idle connections left open by graceful-stop");
     s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
 

@@ -116,27 +116,51 @@ pub fn processes_naming(text: &str) -> Vec<i32> {
 /// begun to close yet: ESTABLISHED, or CLOSE_WAIT (the peer closed, we have not). A server
 /// whose count reaches 0 has called `shutdown` or `close` on every connection it accepted.
 pub fn tcp_unclosed_on_port(port: u16) -> usize {
+    unclosed_tables(port, None)
+}
+
+/// Of [`tcp_unclosed_on_port`]'s sockets, those that process `pid` holds (their inode is
+/// one of its descriptors): the connections a server process has open on `port`.
+pub fn pid_connections_on(pid: i32, port: u16) -> usize {
+    let Ok(rd) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    let inodes: BTreeSet<String> = rd
+        .flatten()
+        .filter_map(|e| fs::read_link(e.path()).ok())
+        .filter_map(|t| {
+            let t = t.to_string_lossy();
+            Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    unclosed_tables(port, Some(&inodes))
+}
+
+fn unclosed_tables(port: u16, inodes: Option<&BTreeSet<String>>) -> usize {
     ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|f| fs::read_to_string(f).ok())
-        .map(|t| count_unclosed(&t, port))
+        .map(|t| count_unclosed(&t, port, inodes))
         .sum()
 }
 
-/// [`tcp_unclosed_on_port`] over the text of one `/proc/net/tcp*` table.
-fn count_unclosed(table: &str, port: u16) -> usize {
+/// [`tcp_unclosed_on_port`] over the text of one `/proc/net/tcp*` table; only sockets
+/// with one of `inodes` if given.
+fn count_unclosed(table: &str, port: u16, inodes: Option<&BTreeSet<String>>) -> usize {
     const ESTABLISHED: &str = "01";
     const CLOSE_WAIT: &str = "08";
     table
         .lines()
         .skip(1)
         .filter(|l| {
+            // sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
             let f: Vec<&str> = l.split_whitespace().collect();
             let local_port = f
                 .get(1)
                 .and_then(|a| a.rsplit(':').next())
                 .and_then(|p| u16::from_str_radix(p, 16).ok());
-            local_port == Some(port) && matches!(f.get(3), Some(&ESTABLISHED | &CLOSE_WAIT))
+            let held = inodes.map_or(true, |set| f.get(9).is_some_and(|i| set.contains(*i)));
+            local_port == Some(port) && matches!(f.get(3), Some(&ESTABLISHED | &CLOSE_WAIT)) && held
         })
         .count()
 }
@@ -211,8 +235,33 @@ mod tests {
    4: 0100007F:C350 0100007F:4650 01 00000000:00000000\n";
         // 0x4650 = 18000: one listening (0A), one established, one close-wait, one last-ack
         // (09, already shut down); the last line is the client's end.
-        assert_eq!(count_unclosed(table, 18000), 2);
-        assert_eq!(count_unclosed(table, 18001), 0);
+        assert_eq!(count_unclosed(table, 18000, None), 2);
+        assert_eq!(count_unclosed(table, 18001, None), 0);
+    }
+
+    #[test]
+    fn unclosed_tcp_sockets_of_one_process_by_inode() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:4650 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 100 1\n\
+   1: 0100007F:4650 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 101 1\n\
+   2: 0100007F:4650 0100007F:C351 01 00000000:00000000 00:00000000 00000000     0        0 102 1\n\
+   3: 0100007F:4650 0100007F:C352 08 00000000:00000000 00:00000000 00000000     0        0 103 1\n";
+        let ours: BTreeSet<String> = ["100", "102", "103", "999"].map(String::from).into();
+        // The listener (100) is not a connection; 101 is another process's.
+        assert_eq!(count_unclosed(table, 18000, Some(&ours)), 2);
+        assert_eq!(count_unclosed(table, 18000, Some(&BTreeSet::new())), 0);
+    }
+
+    #[test]
+    fn the_connection_this_process_accepted() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().unwrap().port();
+        let me = std::process::id() as i32;
+        let _client = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let (server_end, _) = l.accept().expect("accept");
+        assert_eq!(pid_connections_on(me, port), 1);
+        drop(server_end);
+        assert_eq!(pid_connections_on(me, port), 0);
     }
 
     #[test]
