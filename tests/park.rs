@@ -708,3 +708,82 @@ fn a_signal_on_a_worker_in_write_completion_does_not_cut_the_response() {
         "the connection was closed after the interrupted write completion"
     );
 }
+
+/// A busy keep-alive connection parks once per request but files one timeout entry per
+/// KeepAliveTimeout (it parks again under its entry's ticket; the entry then comes due
+/// early and the expirer files the connection for its real deadline): 20 clients that
+/// each send a request every 200 ms for four KeepAliveTimeouts keep their connections,
+/// and once quiet each is closed one KeepAliveTimeout after its last response, never
+/// sooner.
+#[test]
+fn busy_keep_alive_connections_outlive_their_first_timeout_entry_and_quiet_ones_close_on_time() {
+    if !rworker_only() {
+        return;
+    }
+    const KEEP_ALIVE: Duration = Duration::from_secs(2);
+    let s = Server::start(
+        ServerOpts::default()
+            .start_servers(2)
+            .server_limit(2)
+            .threads_per_child(10)
+            .max_request_workers(20)
+            .spare_threads(1, 20)
+            .keep_alive(true)
+            .max_keep_alive_requests(0)
+            .line(format!("KeepAliveTimeout {}", KEEP_ALIVE.as_secs()))
+            .line("RWorkerKeepAlive park"),
+    );
+    assert!(s.wait_settled(Duration::from_secs(15)));
+    let clients: Vec<_> = (0..20)
+        .map(|i| {
+            let addr = s.addr();
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let busy = Instant::now();
+                let mut n = 0;
+                let mut last = Instant::now();
+                while busy.elapsed() < 4 * KEEP_ALIVE {
+                    std::thread::sleep(Duration::from_millis(200));
+                    // Before the server can have parked the connection after this request.
+                    last = Instant::now();
+                    c.write_all(REQ)
+                        .unwrap_or_else(|e| panic!("client {i}, request {n}: {e}"));
+                    assert_eq!(
+                        read_response(&mut c),
+                        Some(200),
+                        "client {i}, request {n} on its one connection"
+                    );
+                    n += 1;
+                }
+                let mut b = [0u8; 1];
+                let end = c.read(&mut b);
+                assert!(
+                    matches!(end, Ok(0))
+                        || end
+                            .as_ref()
+                            .is_err_and(|e| e.kind() != std::io::ErrorKind::WouldBlock
+                                && e.kind() != std::io::ErrorKind::TimedOut),
+                    "client {i}: not closed within 20 s of its last response: {end:?}"
+                );
+                (n, last.elapsed())
+            })
+        })
+        .collect();
+    for (i, h) in clients.into_iter().enumerate() {
+        let (n, quiet) = h.join().unwrap_or_else(|_| panic!("client {i}"));
+        assert!(n >= 10, "client {i}: only {n} requests");
+        // Measured from before the last request was sent, so from before the server
+        // parked the connection: a close sooner than KeepAliveTimeout is the server's.
+        assert!(
+            quiet >= KEEP_ALIVE,
+            "client {i}: closed {quiet:?} after its last request (KeepAliveTimeout {KEEP_ALIVE:?})"
+        );
+    }
+    wait_parked(&s, 0, "after every client was closed");
+    let log = s.error_log();
+    assert!(
+        !log.contains("RW00032") && !log.contains("RW00033"),
+        "{log}"
+    );
+}

@@ -11,8 +11,14 @@
 //!   is. When the entry comes due, the expirer's claim through its ticket fails (the
 //!   connection was parked again under a new generation, or closed) and it forgets the entry.
 //!   So a park costs one push and no search, and an entry lives at most one timeout.
+//! - Filed again: a caller may park a connection again without a new entry while its entry is
+//!   not yet due (one entry per connection, however many times it parks within one timeout,
+//!   so the FIFOs hold at most one entry per connection instead of one per park). That entry
+//!   then comes due early; the expirer files the connection again for its real deadline with
+//!   [`Expiry::refile`], in a heap only the consumer touches (one entry per connection, popped
+//!   with the FIFOs' by deadline).
 //! - A FIFO is a single-producer single-consumer list of fixed-size blocks: the producer
-//!   fills the tail block and links a new one when it is full; the consumer frees a block once
+//!   fills the tail block (allocating the first at its first push) and links a new one when it is full; the consumer frees a block once
 //!   it has popped past it. One consumer at a time: [`Timeouts::try_expire`] hands out the
 //!   consumer's part to one thread (a flag taken by swap), and [`Expiry::rearm`] gives it back.
 //! - The alarm (a timerfd in the MPM, anything [`Alarm`] here) is set for the earliest
@@ -27,6 +33,8 @@
 
 use crate::sync::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
+use std::cmp::Ordering as Order;
+use std::collections::BinaryHeap;
 use std::mem::MaybeUninit;
 use std::ptr;
 
@@ -73,8 +81,12 @@ struct Head<K> {
 struct Fifo<K> {
     /// Entries pushed so far; the producer's Release store publishes each.
     pushed: CachePadded<AtomicUsize>,
-    /// The producer's side: the tail block. Only the producer touches it.
+    /// The producer's side: the tail block (null until the first push: most FIFOs of a
+    /// child, one per worker and class, are never used). Only the producer touches it.
     tail: UnsafeCell<*mut Block<K>>,
+    /// The first block, set by the producer's first push before it publishes the entry;
+    /// where the consumer starts.
+    first: AtomicPtr<Block<K>>,
     /// The consumer's side: entries popped so far, the head block and the index of its
     /// first entry. Only the thread holding the consumer's flag touches them.
     head: UnsafeCell<Head<K>>,
@@ -82,13 +94,13 @@ struct Fifo<K> {
 
 impl<K: Copy> Fifo<K> {
     fn new() -> Fifo<K> {
-        let b = Block::boxed();
         Fifo {
             pushed: CachePadded::new(AtomicUsize::new(0)),
-            tail: UnsafeCell::new(b),
+            tail: UnsafeCell::new(ptr::null_mut()),
+            first: AtomicPtr::new(ptr::null_mut()),
             head: UnsafeCell::new(Head {
                 popped: 0,
-                block: b,
+                block: ptr::null_mut(),
                 base: 0,
             }),
         }
@@ -106,7 +118,11 @@ impl<K: Copy> Fifo<K> {
         // entry the producer writes is not published yet).
         unsafe {
             self.tail.with_mut(|tail| {
-                if n > 0 && n % BLOCK == 0 {
+                if n == 0 {
+                    *tail = Block::boxed();
+                    // Relaxed: the Release store of `pushed` below publishes it.
+                    self.first.store(*tail, Ordering::Relaxed);
+                } else if n % BLOCK == 0 {
                     let next = Block::boxed();
                     // Release is not needed here: the Release store of `pushed` below
                     // publishes the link with the entry.
@@ -134,6 +150,10 @@ impl<K: Copy> Fifo<K> {
                 let head = &mut *head;
                 if head.popped == pushed {
                     return None;
+                }
+                if head.block.is_null() {
+                    // The first entry: its block was stored before the entry's publication.
+                    head.block = self.first.load(Ordering::Relaxed);
                 }
                 if head.popped - head.base == BLOCK {
                     // The head block is spent: move to the next (linked before the entry
@@ -163,11 +183,42 @@ impl<K> Drop for Fifo<K> {
     fn drop(&mut self) {
         // Entries are `Copy`: only the blocks need freeing, from the consumer's head on.
         let mut block = self.head.with_mut(|h| unsafe { (*h).block });
+        if block.is_null() {
+            // Never peeked at: from the first block, if any.
+            block = self.first.load(Ordering::Relaxed);
+        }
         while !block.is_null() {
             // SAFETY: `&mut self`: every block from the head on is ours, linked once.
             let b = unsafe { Box::from_raw(block) };
             block = b.next.load(Ordering::Relaxed);
         }
+    }
+}
+
+/// An entry the consumer filed again: in the consumer's heap, earliest deadline on top.
+struct Refiled<K> {
+    deadline: u64,
+    key: K,
+}
+
+impl<K> PartialEq for Refiled<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.deadline == other.deadline
+    }
+}
+
+impl<K> Eq for Refiled<K> {}
+
+impl<K> PartialOrd for Refiled<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Order> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K> Ord for Refiled<K> {
+    /// Reversed: `BinaryHeap` is a max-heap, and the earliest deadline comes out first.
+    fn cmp(&self, other: &Self) -> Order {
+        other.deadline.cmp(&self.deadline)
     }
 }
 
@@ -181,11 +232,14 @@ pub struct Timeouts<K> {
     expiring: CachePadded<AtomicBool>,
     /// The deadline the alarm was last lowered to ([`NEVER`]: not set).
     armed: CachePadded<AtomicU64>,
+    /// Entries the consumer filed again ([`Expiry::refile`]); only the thread holding the
+    /// consumer's flag touches them.
+    refiled: UnsafeCell<BinaryHeap<Refiled<K>>>,
 }
 
 // SAFETY: entries are `Copy + Send` values moved between threads; each FIFO's producer and
-// consumer fields are touched by one thread at a time (a unique Producer handle, the
-// `expiring` flag).
+// consumer fields, and the refiled heap, are touched by one thread at a time (a unique
+// Producer handle, the `expiring` flag).
 unsafe impl<K: Copy + Send> Send for Timeouts<K> {}
 // SAFETY: as for Send.
 unsafe impl<K: Copy + Send> Sync for Timeouts<K> {}
@@ -212,6 +266,7 @@ impl<K: Copy> Timeouts<K> {
             producers: (0..producers).map(|_| AtomicBool::new(false)).collect(),
             expiring: CachePadded::new(AtomicBool::new(false)),
             armed: CachePadded::new(AtomicU64::new(NEVER)),
+            refiled: UnsafeCell::new(BinaryHeap::new()),
         }
     }
 
@@ -274,11 +329,11 @@ impl<K: Copy> Producer<'_, K> {
 }
 
 impl<K: Copy> Expiry<'_, K> {
-    /// Pops the entries due at `now` (deadline <= now), in deadline order per FIFO, and
-    /// gives each to `take`, which says whether it was still live (its claim won); stops
-    /// after `max` live ones (the rest stay filed, and `rearm` sets the alarm for them at
-    /// once). Returns how many were live.
-    pub fn expire(&mut self, now: u64, max: usize, mut take: impl FnMut(K) -> bool) -> usize {
+    /// Pops the entries due at `now` (deadline <= now), in deadline order per FIFO and in
+    /// the refiled heap, and gives each (deadline, key) to `take`, which says whether it was
+    /// still live (its claim won); stops after `max` live ones (the rest stay filed, and
+    /// `rearm` sets the alarm for them at once). Returns how many were live.
+    pub fn expire(&mut self, now: u64, max: usize, mut take: impl FnMut(u64, K) -> bool) -> usize {
         let mut live = 0;
         for fifo in self.t.fifos.iter() {
             // SAFETY: we hold the consumer's flag.
@@ -287,14 +342,36 @@ impl<K: Copy> Expiry<'_, K> {
                     match fifo.peek() {
                         Some((deadline, key)) if deadline <= now => {
                             fifo.pop();
-                            live += usize::from(take(key));
+                            live += usize::from(take(deadline, key));
                         }
                         _ => break,
                     }
                 }
             }
         }
+        while live < max {
+            // SAFETY: we hold the consumer's flag; `take` cannot reach the heap (it has no
+            // `Expiry`).
+            let due = self.t.refiled.with_mut(|h| unsafe {
+                match (*h).peek() {
+                    Some(r) if r.deadline <= now => (*h).pop(),
+                    _ => None,
+                }
+            });
+            let Some(r) = due else { break };
+            live += usize::from(take(r.deadline, r.key));
+        }
         live
+    }
+
+    /// Files `key` again to expire at `deadline` (any deadline: the heap keeps its own
+    /// order). For an entry that came due before the connection's real deadline because the
+    /// connection parked again without a new entry (module doc).
+    pub fn refile(&mut self, deadline: u64, key: K) {
+        // SAFETY: we hold the consumer's flag.
+        self.t
+            .refiled
+            .with_mut(|h| unsafe { (*h).push(Refiled { deadline, key }) });
     }
 
     /// Sets the alarm for the earliest deadline left and gives the consumer's part back.
@@ -308,6 +385,11 @@ impl<K: Copy> Expiry<'_, K> {
             .iter()
             // SAFETY: we hold the consumer's flag.
             .filter_map(|f| unsafe { f.peek() }.map(|(d, _)| d))
+            // SAFETY: as above.
+            .chain(
+                t.refiled
+                    .with_mut(|h| unsafe { (*h).peek().map(|r| r.deadline) }),
+            )
             .min()
             .unwrap_or(NEVER);
         if earliest != NEVER {
@@ -347,12 +429,12 @@ mod tests {
         let mut due = Vec::new();
         let mut e = t.try_expire().unwrap();
         assert!(t.try_expire().is_none(), "one consumer at a time");
-        e.expire(1_999, 10, |k| {
+        e.expire(1_999, 10, |_, k| {
             due.push(k);
             true
         });
         assert!(due.is_empty());
-        e.expire(2_000, 10, |k| {
+        e.expire(2_000, 10, |_, k| {
             due.push(k);
             true
         });
@@ -362,7 +444,7 @@ mod tests {
         let mut e = t.try_expire().unwrap();
         // The batch bound leaves 'c' filed.
         assert_eq!(
-            e.expire(9_999, 1, |k| {
+            e.expire(9_999, 1, |_, k| {
                 due.push(k);
                 true
             }),
@@ -375,7 +457,7 @@ mod tests {
             "what the batch left is still armed for"
         );
         let mut e = t.try_expire().unwrap();
-        e.expire(9_999, 10, |k| {
+        e.expire(9_999, 10, |_, k| {
             due.push(k);
             true
         });
@@ -395,7 +477,7 @@ mod tests {
         let mut seen = Vec::new();
         for _ in 0..3 {
             let mut e = t.try_expire().unwrap();
-            e.expire(BLOCK as u64 - 1, usize::MAX, |k| {
+            e.expire(BLOCK as u64 - 1, usize::MAX, |_, k| {
                 seen.push(k);
                 true
             });
@@ -416,14 +498,14 @@ mod tests {
                 p.push(0, round * 1000 + i, i, &alarm);
             }
             let mut e = t.try_expire().unwrap();
-            e.expire(round * 1000 + 499, usize::MAX, |k| {
+            e.expire(round * 1000 + 499, usize::MAX, |_, k| {
                 due.push(k);
                 true
             });
             e.rearm(&alarm);
             assert_eq!(alarm.0.get(), round * 1000 + 500);
             let mut e = t.try_expire().unwrap();
-            e.expire(u64::MAX - 1, usize::MAX, |k| {
+            e.expire(u64::MAX - 1, usize::MAX, |_, k| {
                 due.push(k);
                 true
             });
@@ -432,5 +514,64 @@ mod tests {
         assert_eq!(due.len(), 10_000);
         // Leftovers are freed on drop.
         p.push(0, 1, 1, &alarm);
+    }
+
+    #[test]
+    fn a_refiled_entry_expires_at_its_own_deadline_among_the_fifos_entries() {
+        let alarm = Clock::default();
+        let t = Timeouts::new(1, 1);
+        let mut p = t.producer(0).unwrap();
+        p.push(0, 100, 'a', &alarm);
+        p.push(0, 300, 'b', &alarm);
+        let mut due = Vec::new();
+        let mut e = t.try_expire().unwrap();
+        // 'a' came due early: its connection parked again, and its real deadline is 250.
+        e.expire(100, 10, |d, k| {
+            due.push((d, k));
+            true
+        });
+        e.refile(250, 'a');
+        e.refile(400, 'c');
+        e.refile(200, 'd');
+        e.rearm(&alarm);
+        assert_eq!(
+            alarm.0.get(),
+            200,
+            "the heap's earliest, before the FIFO's head"
+        );
+        let mut e = t.try_expire().unwrap();
+        e.expire(199, 10, |d, k| {
+            due.push((d, k));
+            true
+        });
+        assert_eq!(due, [(100, 'a')], "nothing early");
+        e.expire(299, 10, |d, k| {
+            due.push((d, k));
+            true
+        });
+        e.rearm(&alarm);
+        assert_eq!(alarm.0.get(), 300);
+        let mut e = t.try_expire().unwrap();
+        e.expire(1_000, 1, |d, k| {
+            due.push((d, k));
+            true
+        });
+        e.rearm(&alarm);
+        assert_eq!(
+            alarm.0.get(),
+            400,
+            "the batch bound leaves the heap's entry armed for"
+        );
+        let mut e = t.try_expire().unwrap();
+        e.expire(1_000, 10, |d, k| {
+            due.push((d, k));
+            true
+        });
+        e.rearm(&alarm);
+        assert_eq!(
+            due,
+            [(100, 'a'), (200, 'd'), (250, 'a'), (300, 'b'), (400, 'c')]
+        );
+        assert_eq!(t.armed.load(Ordering::Relaxed), NEVER);
     }
 }

@@ -1,12 +1,13 @@
 //! loom models of what a parking child's workers share (`RWorkerKeepAlive park`): the claim
 //! word of a parked connection ([`ParkSlots`]), the timeout FIFOs with lazy deletion
-//! ([`Timeouts`]) and the wake-all on stop ([`Drain`]). Run with `queue/loom.sh`.
+//! ([`Timeouts`]), a re-park under a filed entry's ticket against that entry coming due,
+//! and the wake-all on stop ([`Drain`]). Run with `queue/loom.sh`.
 //!
 //! A value claimed twice or lost shows up as a failed count, a read of a value that was not
 //! published as a causality violation, a waiter left asleep as a loom "deadlock".
 #![cfg(loom)]
 
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use rworker_queue::{Alarm, Bell, Drain, ParkSlots, Ticket, Timeouts, NEVER};
@@ -121,7 +122,7 @@ fn filed_timeouts_are_never_missed_by_the_alarm_nor_expired_early() {
         // The expirer wakes at 20 (it may run before or between the pushes).
         let mut closed = Vec::new();
         if let Some(mut e) = t.try_expire() {
-            e.expire(20, usize::MAX, |tk| {
+            e.expire(20, usize::MAX, |_, tk| {
                 assert!(tk != tickets[2], "30 is not due at 20");
                 let c = slots.claim(tk);
                 let live = c.is_some();
@@ -140,7 +141,7 @@ fn filed_timeouts_are_never_missed_by_the_alarm_nor_expired_early() {
         let set = *alarm.0.lock().unwrap();
         let mut e = t.try_expire().unwrap();
         let mut left = Vec::new();
-        e.expire(u64::MAX - 1, usize::MAX, |tk| {
+        e.expire(u64::MAX - 1, usize::MAX, |_, tk| {
             left.push(tk);
             true
         });
@@ -151,6 +152,69 @@ fn filed_timeouts_are_never_missed_by_the_alarm_nor_expired_early() {
                 "alarm at {set}, an entry due at {earliest}"
             );
         }
+    });
+}
+
+/// A busy connection parks again under the ticket of its timeout entry, filing nothing,
+/// while that entry comes due (the clock, as the MPM reads it, is an atomic here that the
+/// expirer moves to the deadline). The expirer claims through the entry's ticket; the parker
+/// re-reads the clock after its publish and, past the deadline, takes the connection back to
+/// file it anew. Whatever the interleaving, the connection ends either with the expirer
+/// (which files it for its real deadline) or filed anew by the parker: never parked under a
+/// spent entry, where it would never time out. Without either SeqCst fence (the parker's
+/// after its publish, the expirer's after its clock read) loom finds that lost timeout.
+#[test]
+fn a_re_park_under_a_filed_entry_never_outlives_that_entry_unfiled() {
+    model(3, || {
+        const DUE: u64 = 10;
+        let slots = Arc::new(ParkSlots::<String>::new(2));
+        let clock = Arc::new(AtomicU64::new(0));
+        // The connection's first park filed the entry (ticket, DUE); a reader claimed it.
+        let r = slots.reserve(1, 0).unwrap();
+        let ticket = r.ticket();
+        r.publish(String::from("conn")).unwrap();
+        let conn = slots.claim(ticket).unwrap();
+
+        let expirer = {
+            let (slots, clock) = (slots.clone(), clock.clone());
+            thread::spawn(move || {
+                clock.store(DUE, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                // The entry is due: claim through its ticket (lazy deletion: may be stale).
+                slots.claim(ticket)
+            })
+        };
+        // The parker, as `Parking::park` does it.
+        let mut filed_anew = false;
+        if clock.load(Ordering::SeqCst) < DUE {
+            let again = slots.reserve_again(ticket, 0).unwrap();
+            match again.publish(conn) {
+                Ok(()) => {
+                    fence(Ordering::SeqCst);
+                    if clock.load(Ordering::SeqCst) >= DUE {
+                        if let Some(back) = slots.claim(ticket) {
+                            assert_eq!(back, "conn");
+                            filed_anew = true;
+                        }
+                    }
+                }
+                // The expirer came between reserve and publish: still ours.
+                Err(_) => filed_anew = true,
+            }
+        } else {
+            filed_anew = true;
+        }
+        let expired = expirer.join().unwrap();
+        let parked_unfiled = drain_parked(&slots);
+        assert!(
+            parked_unfiled.is_empty(),
+            "parked under a spent entry (expirer got {expired:?}, filed anew {filed_anew})"
+        );
+        assert_eq!(
+            usize::from(expired.is_some()) + usize::from(filed_anew),
+            1,
+            "exactly one owner"
+        );
     });
 }
 

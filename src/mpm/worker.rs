@@ -21,7 +21,7 @@ use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::Next;
-use crate::mpm::parking::{Held, ParkState, Parked, Parking, Waiter, Woken};
+use crate::mpm::parking::{Filed, Held, ParkState, Parked, Parking, Waiter, Woken};
 use crate::mpm::query;
 use crate::mpm::runtime::{ChildRuntime, StopMode, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
@@ -186,7 +186,7 @@ impl Worker {
     }
 
     /// `RWorkerKeepAlive park`: waits on the child's event set and serves what it woke
-    /// for, until the child is done. Returns the pool it still holds.
+    /// for, until the child is done. Holds no pool when it returns (see `Waiter`).
     fn wait_and_serve(&self, p: &'static Parking) -> Option<Pool> {
         let rt = self.rt;
         let mut w = p.waiter(self.t, &rt.handoff)?;
@@ -231,26 +231,23 @@ impl Worker {
                             }
                             Held::Parked(parked) => self.expire(parked, p, &mut w),
                         };
-                        self.keep_pool(&mut w, pool);
+                        self.recycle(pool);
                     }
                     None
                 }
             };
-            self.keep_pool(&mut w, pool);
+            self.recycle(pool);
             if rt.shutdown.workers_must_exit() {
                 break;
             }
         }
-        w.pool.take()
+        None
     }
 
-    /// A pool that a connection left on this worker: kept for the next accept, or
-    /// recycled if the worker keeps one already.
-    fn keep_pool(&self, w: &mut Waiter, pool: Option<Pool>) {
-        match (pool, &w.pool) {
-            (Some(p), None) => w.pool = Some(p),
-            (Some(p), Some(_)) => self.rt.handoff.recycle(p),
-            (None, _) => {}
+    /// A pool that a connection left on this worker: recycled (see `Waiter`).
+    fn recycle(&self, pool: Option<Pool>) {
+        if let Some(p) = pool {
+            self.rt.handoff.recycle(p);
         }
     }
 
@@ -263,7 +260,7 @@ impl Worker {
                 if in_set {
                     c.set_registered();
                 }
-                self.run_async(c, p, w)
+                self.run_async(c, None, p, w)
             }
             Err(mut pool) => {
                 p.closed();
@@ -279,9 +276,10 @@ impl Worker {
         if let ParkState::Linger { .. } = parked.state {
             return self.linger_on(parked, p, w);
         }
+        let filed = parked.filed();
         let mut c = parked.conn;
         c.resume(&self.thd, rt.slot, self.tn, self.id);
-        self.run_async(c, p, w)
+        self.run_async(c, Some(filed), p, w)
     }
 
     /// A parked connection whose time is up: a keep-alive or I/O wait ends with a short
@@ -304,8 +302,15 @@ impl Worker {
         }
     }
 
-    /// Runs a parked-mode connection until it parks, is suspended, or closes.
-    fn run_async(&self, mut c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+    /// Runs a parked-mode connection until it parks, is suspended, or closes; `filed` is
+    /// the timeout entry of its last park, if it came out of the set.
+    fn run_async(
+        &self,
+        mut c: AsyncConn,
+        filed: Option<Filed>,
+        p: &Parking,
+        w: &mut Waiter,
+    ) -> Option<Pool> {
         let rt = self.rt;
         rt.threads.set_worker_fd(self.t, c.fd());
         if c.is_lingering() {
@@ -332,11 +337,11 @@ impl Worker {
                     if p.has_waiters() && c.wait_ready(true, HOLD_ON_WORKER) {
                         continue;
                     }
-                    return self.park(c, ParkState::KeepAlive, p, w);
+                    return self.park(c, ParkState::KeepAlive, filed, p, w);
                 }
                 Step::WaitIo { read } => {
                     c.set_status(status::BUSY_READ);
-                    return self.park(c, ParkState::WaitIo { read }, p, w);
+                    return self.park(c, ParkState::WaitIo { read }, filed, p, w);
                 }
                 Step::Suspended => {
                     // A module owns the connection now and resumes it itself. It no
@@ -375,12 +380,13 @@ impl Worker {
         &self,
         mut c: AsyncConn,
         state: ParkState,
+        filed: Option<Filed>,
         p: &Parking,
         w: &mut Waiter,
     ) -> Option<Pool> {
         self.rt.threads.set_worker_fd(self.t, -1);
         c.suspend();
-        match p.park(w, c, state) {
+        match p.park(w, c, state, filed) {
             Ok(()) => None,
             // Could not be armed: close it here.
             Err(mut c) => {
@@ -413,7 +419,7 @@ impl Worker {
             && !wait_here.is_some_and(|t| c.wait_ready(true, t) && c.drain())
         {
             let short = c.short_linger();
-            return self.park(c, ParkState::Linger { short }, p, w);
+            return self.park(c, ParkState::Linger { short }, None, p, w);
         }
         self.rt.threads.set_worker_fd(self.t, -1);
         p.closed();

@@ -26,7 +26,7 @@ use crate::mpm::parking::Parking;
 use crate::mpm::runtime::{
     ChildRuntime, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
 };
-use crate::mpm::settings::{AcceptMode, AcceptSite, KeepAliveMode, ListenerBecause};
+use crate::mpm::settings::{AcceptMode, AcceptSite, KeepAliveMode, ListenerBecause, QueueKind};
 use crate::mpm::status::{ChildCounters, Counter};
 use crate::mpm::worker_accept::WorkerAccept;
 use crate::mpm::{listen, listener, settings};
@@ -280,7 +280,13 @@ fn build_runtime(
         pconf.create_sub(c"mpm_runtime")?,
         httpd::thread_stack_size(),
     )?;
-    let handoff = Handoff::new(st.queue, tpc, pconf)?;
+    // Parking has no hand-off; its workers recycle pools through queue_info's stack, which
+    // only the atomic queue has apart from an idler count (`Waiter`).
+    let queue = match st.keep_alive {
+        KeepAliveMode::Park => QueueKind::Atomic,
+        KeepAliveMode::Thread => st.queue,
+    };
+    let handoff = Handoff::new(queue, tpc, pconf)?;
     let counters = ChildCounters::for_slot(slot);
     let parking = match st.keep_alive {
         KeepAliveMode::Park => Some(Parking::new(
