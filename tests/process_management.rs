@@ -1539,14 +1539,18 @@ struct MemResult {
     fds_after: Vec<usize>,
 }
 
-fn mem_run(mpm: Mpm, requests: u64) -> MemResult {
+/// `children` x `50 / children` threads, 50 keep-alive clients.
+fn mem_run(mpm: Mpm, requests: u64, children: usize) -> MemResult {
     let opts = ServerOpts::default()
-        .start_servers(2)
-        .threads_per_child(25)
+        .start_servers(children as u32)
+        .threads_per_child(50 / children as u32)
         .max_request_workers(50)
         .spare_threads(1, 1000)
         .keep_alive(true)
-        .max_keep_alive_requests(0);
+        .max_keep_alive_requests(0)
+        // The warm-up below outlasts it twice, so that what a busy keep-alive connection
+        // uses only once its first timeout entry comes due is in "before" too.
+        .line("KeepAliveTimeout 1");
     // Server::start takes the MPM from the environment: start this one by hand.
     let s = Server::new_for(mpm, opts);
     let out = s.ctl(&["-k", "start"]);
@@ -1564,11 +1568,11 @@ fn mem_run(mpm: Mpm, requests: u64) -> MemResult {
             .collect()
     };
     let url = s.url("/index.html");
-    let warm = run_ab(&["-q", "-k", "-n", "5000", "-c", "50"], &url);
+    let warm = run_ab(&["-q", "-k", "-t", "3", "-n", "10000000", "-c", "50"], &url);
     assert_eq!(warm.failed, 0, "{}", warm.output);
     sleep(Duration::from_millis(500));
     let k0 = kids();
-    assert_eq!(k0.len(), 2, "{mpm:?} children");
+    assert_eq!(k0.len(), children, "{mpm:?} children");
     let rss_before = k0.iter().map(|&p| rss_kb(p).unwrap()).collect();
     let fds_before = k0.iter().map(|&p| fd_count(p)).collect();
     let t = Instant::now();
@@ -1592,8 +1596,14 @@ fn mem_run(mpm: Mpm, requests: u64) -> MemResult {
 #[test]
 fn memory_after_200k_requests_matches_the_stock_worker() {
     const REQUESTS: u64 = 200_000;
-    let ours = mem_run(Mpm::under_test(), REQUESTS);
-    let stock = mem_run(Mpm::Worker, REQUESTS);
+    // Parking, a connection's pool stays with it, and the kernel picks the child that
+    // accepts: two runs of ab spread their 50 connections differently over two children,
+    // so a child's memory follows how many it got (pools made, freed memory kept by
+    // malloc), not the request count. One child of 50 threads (for both MPMs) measures
+    // what this test is for.
+    let children = if parking_under_test() { 1 } else { 2 };
+    let ours = mem_run(Mpm::under_test(), REQUESTS, children);
+    let stock = mem_run(Mpm::Worker, REQUESTS, children);
     let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
     eprintln!(
         "{}: RSS kB before {:?} after {:?}, fds {:?} -> {:?}",
@@ -1681,9 +1691,13 @@ fn transaction_pools_are_recycled_through_the_pool_stack() {
         );
         eprintln!("child {p}: {n} connections, {c} created, {r} reused");
         assert!(r > 0, "no ptrans reused: {l}");
+        // A worker holds one pool at a time, and the stack keeps at most ThreadsPerChild + 1.
+        // Parking, a pool stays with its connection (accepted, lingering) rather than with a
+        // worker: at most ab's 10 open connections' more.
+        let most = if s.parks() { tpc + 1 + 10 } else { tpc + 1 };
         assert!(
-            c <= tpc + 1,
-            "{c} ptrans created for ThreadsPerChild {tpc}: {l}"
+            c <= most,
+            "{c} ptrans created for ThreadsPerChild {tpc} (at most {most}): {l}"
         );
         total += n;
     }

@@ -120,6 +120,13 @@ fn rworker_so() -> PathBuf {
 // ------------------------------------------------------------------------------------------
 // Server options
 
+/// Whether the suite runs with RWORKER_TEST_KEEPALIVE=park (rworker only): every server
+/// parks its connections unless its own lines say otherwise.
+pub fn parking_under_test() -> bool {
+    Mpm::under_test() == Mpm::Rworker
+        && std::env::var("RWORKER_TEST_KEEPALIVE").is_ok_and(|m| m == "park")
+}
+
 /// Directives of the server under test. `Default` is the test config of the contract (§6):
 /// StartServers 2, MinSpareThreads 25, MaxSpareThreads 75, ThreadLimit 64,
 /// ThreadsPerChild 25, MaxRequestWorkers 150.
@@ -587,27 +594,33 @@ impl Server {
         if self.mpm != Mpm::Rworker {
             return true;
         }
-        let env_is = |k: &str, v: &str| std::env::var(k).is_ok_and(|m| m == v);
-        let extra = |needle: &str| {
-            self.opts
-                .extra
-                .iter()
-                .any(|l| l.to_ascii_lowercase().contains(needle))
-        };
-        // The configuration's own line comes after the environment's, so it wins.
-        let park = if extra("rworkerkeepalive thread") {
-            false
-        } else {
-            extra("rworkerkeepalive park") || env_is("RWORKER_TEST_KEEPALIVE", "park")
-        };
-        if park {
+        if self.parks() {
             // Its idle workers wait on its event set, for any number of listening sockets.
             return false;
         }
+        let env_is = |k: &str, v: &str| std::env::var(k).is_ok_and(|m| m == v);
+        let extra = |needle: &str| self.has_line(needle);
         env_is("RWORKER_TEST_ACCEPT", "listener")
             || extra("rworkeraccept listener")
             || extra("rworkerqueue apr")
             || extra("listen ")
+    }
+
+    /// Whether this server is rworker with `RWorkerKeepAlive park` (from its own lines or
+    /// RWORKER_TEST_KEEPALIVE; its own line comes after the environment's, so it wins).
+    pub fn parks(&self) -> bool {
+        if self.mpm != Mpm::Rworker || self.has_line("rworkerkeepalive thread") {
+            return false;
+        }
+        self.has_line("rworkerkeepalive park") || parking_under_test()
+    }
+
+    /// Whether one of the configuration's extra lines contains `needle` (lower case).
+    fn has_line(&self, needle: &str) -> bool {
+        self.opts
+            .extra
+            .iter()
+            .any(|l| l.to_ascii_lowercase().contains(needle))
     }
 
     /// Tasks of a settled child: its main thread, the listener (if any) and
