@@ -21,7 +21,7 @@ use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::Next;
-use crate::mpm::parking::{Filed, Held, ParkState, Parked, Parking, Waiter, Woken};
+use crate::mpm::parking::{Filed, ParkState, Parked, Parking, Waiter, Woken};
 use crate::mpm::query;
 use crate::mpm::runtime::{ChildRuntime, StopMode, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
@@ -221,11 +221,7 @@ impl Worker {
                     rt.ask_main_thread_to_stop(StopMode::Graceful);
                     None
                 }
-                Woken::New {
-                    conn,
-                    accepts,
-                    in_set,
-                } => {
+                Woken::New { conn, accepts } => {
                     rt.counters.add(Counter::Connections, accepts.connections);
                     rt.counters.add(Counter::PoolsReused, accepts.pools_reused);
                     rt.counters
@@ -238,19 +234,12 @@ impl Worker {
                     if injected_panic_due() {
                         panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
                     }
-                    self.serve_new(conn, in_set, p, &mut w)
+                    self.serve_new(conn, p, &mut w)
                 }
                 Woken::Ready(parked) => self.resume(parked, p, &mut w),
                 Woken::Expired(due) => {
-                    for held in due {
-                        let pool = match held {
-                            // No first request within Timeout.
-                            Held::New(conn) => {
-                                p.closed();
-                                Some(conn.drop_unserved())
-                            }
-                            Held::Parked(parked) => self.expire(parked, p, &mut w),
-                        };
+                    for parked in due {
+                        let pool = self.expire(parked, p, &mut w);
                         self.recycle(pool);
                     }
                     None
@@ -274,17 +263,11 @@ impl Worker {
         }
     }
 
-    /// A connection this worker accepted (or one of an accept batch, `in_set` already):
-    /// its connection state, then its first request.
-    fn serve_new(&self, conn: Conn, in_set: bool, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+    /// A connection this worker accepted: its connection state, then its first request.
+    fn serve_new(&self, conn: Conn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
         let rt = self.rt;
         match AsyncConn::create(&self.thd, conn.sock, conn.ptrans, rt.slot, self.tn, self.id) {
-            Ok(mut c) => {
-                if in_set {
-                    c.set_registered();
-                }
-                self.run_async(c, None, p, w)
-            }
+            Ok(c) => self.run_async(c, None, p, w),
             Err(mut pool) => {
                 p.closed();
                 pool.clear();

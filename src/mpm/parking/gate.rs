@@ -221,6 +221,12 @@ impl Inside<'_> {
         unsafe { self.gate.sock.accept(ptrans) }
     }
 
+    /// Whether more connections wait in the socket's queue now.
+    pub fn more_waiting(&self) -> bool {
+        // SAFETY: we are inside the gate: it is not closed (closing waits for us).
+        unsafe { self.gate.sock.has_queued() }
+    }
+
     /// Leaves accept.
     pub fn leave(self) {}
 }

@@ -7,7 +7,9 @@
 //! parked connection (one-shot). Each idle worker waits in `epoll_wait` for one event; the
 //! kernel wakes one waiter per event, and the worker handles what it woke for:
 //!
-//! - a listening socket: it accepts one connection (non-blocking) and serves it;
+//! - a listening socket: it accepts one connection (non-blocking) and serves it (one per
+//!   wake: a connection is taken only by a worker that will serve it at once, so none
+//!   waits in a child whose workers are busy while a sibling's idle);
 //! - a parked connection: it claims it (`rworker_queue::ParkSlots`: a CAS on the slot's claim
 //!   word, which readiness, expiry and a stop race for; the loser forgets it) and serves its
 //!   next request, or goes on with its lingering close;
@@ -75,8 +77,6 @@ const LINGER: Duration = Duration::from_secs(30);
 /// the request a busy client was sending: 82-97 wrk read errors per graceful restart under
 /// `wrk -c100` keep-alive (bench/graceful/run.sh, 2026-12-02).
 const STOP_KEEP_ALIVE: Duration = Duration::from_secs(1);
-/// The slot tag of a new connection of an accept batch ([`ParkState::tag`] has the others).
-const NEW_TAG: u8 = 5;
 /// How late the alarm may fire after the earliest deadline: deadlines are rounded up to a
 /// multiple of this, so a child whose connections time out one after another wakes for
 /// them at most ten times a second (the event MPM's `TIMEOUT_FUDGE_FACTOR`). Never early.
@@ -182,39 +182,23 @@ enum Unarmed {
     Failed(AsyncConn),
 }
 
-/// What a slot holds.
-#[derive(Debug)]
-pub enum Held {
-    /// A connection a worker accepted besides the one it serves (an accept batch): in the
-    /// set until its first request comes, for an idle worker to serve.
-    New(Conn),
-    /// A connection between requests, or in a lingering close.
-    Parked(Parked),
-}
-
 /// What one wake for a listening socket accepted, for the child's counters.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Accepts {
-    /// Connections accepted (the one served and those parked new).
+    /// Connections accepted (one).
     pub connections: u64,
-    /// Of their pools, taken from a worker or the recycled stack.
+    /// Of their pools, taken from the recycled stack.
     pub pools_reused: u64,
     /// Of their pools, created.
     pub pools_created: u64,
-    /// MaxConnectionsPerChild was reached (the child retires once they are served).
+    /// MaxConnectionsPerChild was reached (the child retires once it is served).
     pub last: bool,
 }
 
 /// What a worker woke for (see the module doc).
 pub enum Woken {
-    /// A connection to serve from its first request: accepted now (`accepts` counts this
-    /// accept batch), or an earlier batch's, whose first request came (`in_set`: its
-    /// socket is registered in the set already).
-    New {
-        conn: Conn,
-        accepts: Accepts,
-        in_set: bool,
-    },
+    /// A connection to serve from its first request, accepted now (`accepts` counts it).
+    New { conn: Conn, accepts: Accepts },
     /// Accept failed for want of a resource (the core logged why; or no transaction
     /// pool): the child retires, sick.
     Broken,
@@ -222,7 +206,7 @@ pub enum Woken {
     /// the client sent more or closed.
     Ready(Parked),
     /// Parked connections whose time is up, claimed: to close.
-    Expired(Vec<Held>),
+    Expired(Vec<Parked>),
     /// The child is done: leave.
     Exit,
     /// Nothing for it (a sibling took the connection, a stale event, a signal).
@@ -257,8 +241,8 @@ pub struct Parking {
     bell: WakeFd,
     timer: TimerFd,
     gates: Box<[Gate]>,
-    slots: ParkSlots<Held>,
-    /// Workers waiting in the set now (an accept batch takes no more than this).
+    slots: ParkSlots<Parked>,
+    /// Workers waiting in the set now.
     waiting: AtomicUsize,
     timeouts: Timeouts<Ticket>,
     classes: Classes,
@@ -354,8 +338,8 @@ impl Parking {
             return Woken::Exit;
         }
         self.gauges.add(Counter::IdleWorkers, 1);
-        // Relaxed: a count that bounds accept batches (a stale one makes a batch a
-        // connection longer or shorter); against a gate's mark, `Gate::leftover` fences.
+        // Relaxed: a hint for keep-alive holds (`has_waiters`); against a gate's mark,
+        // `Gate::leftover` fences.
         self.waiting.fetch_add(1, Ordering::Relaxed);
         // A gate marked leftover is served without waiting, but only after what the set
         // has ready now (parked connections, the alarm), which would starve while the
@@ -395,12 +379,7 @@ impl Parking {
                 }
             }
             k => match self.claim(Ticket::from_u64(k)) {
-                Some(Held::Parked(p)) => Woken::Ready(p),
-                Some(Held::New(conn)) => Woken::New {
-                    conn,
-                    accepts: Accepts::default(),
-                    in_set: true,
-                },
+                Some(p) => Woken::Ready(p),
                 None => Woken::Nothing,
             },
         }
@@ -436,24 +415,21 @@ impl Parking {
     }
 
     /// A listening socket woke this worker (or it was marked `leftover`): accepts one
-    /// connection to serve, and while other workers wait in the set, one more for each (an
-    /// accept batch: they join the set as new connections, each waking one of them when
-    /// its first request comes), so that a burst is taken by as many workers as wait,
-    /// without a wake-up chain.
+    /// connection, which it serves itself. One per wake: the kernel wakes one waiter per
+    /// new connection, so a burst is spread over the idle workers of every child as it
+    /// comes, and a connection is never taken by a child that has no worker for it. (Accept
+    /// batches, which parked a connection in the set for each other waiter, left
+    /// connections waiting in a child whose workers had meanwhile all turned busy, up to
+    /// Timeout, while a sibling's workers idled.)
     fn accept(&self, g: &Gate, inside: Inside<'_>, w: &mut Waiter) -> Woken {
         let mark = g.mark();
         let mut accepts = Accepts::default();
-        let mut first = None;
+        let mut conn = None;
         // Whether the socket's queue was seen empty: the next connection then wakes a
         // waiter by itself (edge-triggered); otherwise the gate must poll it anew.
         let mut emptied = false;
         let mut broken = false;
-        loop {
-            let room = first.is_none()
-                || (accepts.connections as usize) <= self.waiting.load(Ordering::Relaxed);
-            if !room || !self.accepting() || !self.budget.reserve() {
-                break;
-            }
+        while self.accepting() && self.budget.reserve() {
             let Some((mut pool, source)) = self.ptrans(w) else {
                 self.budget.release();
                 broken = true;
@@ -462,22 +438,17 @@ impl Parking {
             match inside.accept(&mut pool) {
                 Accepted::Socket(sock) => {
                     self.opened();
-                    accepts.connections += 1;
+                    accepts.connections = 1;
                     match source {
-                        Counter::PoolsCreated => accepts.pools_created += 1,
-                        _ => accepts.pools_reused += 1,
+                        Counter::PoolsCreated => accepts.pools_created = 1,
+                        _ => accepts.pools_reused = 1,
                     }
-                    accepts.last |= self.budget.accepted();
-                    let conn = Conn { sock, ptrans: pool };
-                    match first {
-                        None => first = Some(conn),
-                        Some(_) => {
-                            if let Err(conn) = self.park_new(w, conn) {
-                                self.closed();
-                                w.recycled.recycle(conn.drop_unserved());
-                            }
-                        }
-                    }
+                    accepts.last = self.budget.accepted();
+                    conn = Some(Conn { sock, ptrans: pool });
+                    // More may wait; they are told to a waiter below (a poll of the
+                    // queue costs less than the re-registration it spares).
+                    emptied = !inside.more_waiting();
+                    break;
                 }
                 other => {
                     self.budget.release();
@@ -506,55 +477,10 @@ impl Parking {
             // worker to wait sees the mark.)
             self.settle(g);
         }
-        match (first, broken) {
-            (Some(conn), _) => Woken::New {
-                conn,
-                accepts,
-                in_set: false,
-            },
+        match (conn, broken) {
+            (Some(conn), _) => Woken::New { conn, accepts },
             (None, true) => Woken::Broken,
             (None, false) => Woken::Nothing,
-        }
-    }
-
-    /// Parks a connection of an accept batch until its first request comes (at most the
-    /// server's Timeout). Err gives it back when it could not be armed.
-    fn park_new(&self, w: &mut Waiter, mut conn: Conn) -> Result<(), Conn> {
-        let fd = conn.sock.os_fd();
-        let (class, wait) = self.classes.of(httpd::server_timeout());
-        let mut registered = false;
-        loop {
-            let Some(r) = self.slots.reserve(fd.max(0) as usize, NEW_TAG) else {
-                return Err(conn);
-            };
-            let ticket = r.ticket();
-            let deadline = monotonic_ns().saturating_add(wait.as_nanos() as u64);
-            w.timeouts
-                .push(class, deadline, ticket, &CoarseAlarm(&self.timer));
-            let armed = if registered {
-                self.set.modify(fd, Interest::ReadOnce, ticket.to_u64())
-            } else {
-                self.set.add(fd, Interest::ReadOnce, ticket.to_u64())
-            };
-            if armed.is_err() {
-                return Err(conn);
-            }
-            registered = true;
-            self.gauges.add(Counter::Parked, 1);
-            match r.publish(Held::New(conn)) {
-                Ok(()) => {
-                    self.after_publish(w, ticket, Some(STOP_KEEP_ALIVE));
-                    return Ok(());
-                }
-                // A claimer came first (see `park`): park it anew.
-                Err(back) => {
-                    self.gauges.add(Counter::Parked, -1);
-                    let Held::New(back) = back else {
-                        unreachable!("published a new connection")
-                    };
-                    conn = back;
-                }
-            }
         }
     }
 
@@ -578,13 +504,10 @@ impl Parking {
     }
 
     /// Claims the connection parked under `ticket`, if it is still there.
-    fn claim(&self, ticket: Ticket) -> Option<Held> {
-        let h = self.slots.claim(ticket)?;
-        match &h {
-            Held::Parked(p) => self.unpark_counts(p.state),
-            Held::New(_) => self.gauges.add(Counter::Parked, -1),
-        }
-        Some(h)
+    fn claim(&self, ticket: Ticket) -> Option<Parked> {
+        let p = self.slots.claim(ticket)?;
+        self.unpark_counts(p.state);
+        Some(p)
     }
 
     fn park_counts(&self, state: ParkState) {
@@ -638,7 +561,7 @@ impl Parking {
                         return self.after_park(w, ticket, state);
                     }
                     match self.claim(ticket) {
-                        Some(Held::Parked(p)) => p.conn,
+                        Some(p) => p.conn,
                         // Not ours any more (the expirer or a reader claimed it).
                         _ => return Ok(()),
                     }
@@ -742,13 +665,10 @@ impl Parking {
             deadline,
             filed,
         };
-        match r.publish(Held::Parked(parked)) {
+        match r.publish(parked) {
             Ok(()) => Ok(ticket),
             Err(back) => {
                 self.unpark_counts(state);
-                let Held::Parked(back) = back else {
-                    unreachable!("published a parked connection")
-                };
                 Err(Unarmed::Again(back.conn))
             }
         }
@@ -775,13 +695,10 @@ impl Parking {
                 return Err(p.conn);
             }
             self.park_counts(state);
-            match r.publish(Held::Parked(p)) {
+            match r.publish(p) {
                 Ok(()) => break,
                 Err(back) => {
                     self.unpark_counts(state);
-                    let Held::Parked(back) = back else {
-                        unreachable!("published a parked connection")
-                    };
                     p = back;
                 }
             }
@@ -790,7 +707,7 @@ impl Parking {
         // expirer's claim then found it out of its slot, and forgot it): close it now.
         if monotonic_ns() >= deadline {
             return match self.claim(ticket) {
-                Some(Held::Parked(p)) => Err(p.conn),
+                Some(p) => Err(p.conn),
                 // Not ours any more (the expirer or a reader claimed it).
                 _ => Ok(()),
             };
@@ -831,16 +748,16 @@ impl Parking {
             fence(Ordering::SeqCst);
             let mut later = Vec::new();
             e.expire(now, EXPIRE_BATCH, |due, t| match self.claim(t) {
-                Some(Held::Parked(p)) if p.filed.deadline == due && p.deadline > now => {
+                Some(p) if p.filed.deadline == due && p.deadline > now => {
                     let state = p.state;
                     match self.refile(p) {
                         Ok(f) => later.push((f, state)),
-                        Err(p) => out.push(Held::Parked(p)),
+                        Err(p) => out.push(p),
                     }
                     true
                 }
-                Some(h) => {
-                    out.push(h);
+                Some(p) => {
+                    out.push(p);
                     true
                 }
                 None => false,
@@ -958,11 +875,7 @@ impl Parking {
         if let Some(mut p) = self.timeouts.producer(self.workers) {
             let now = monotonic_ns();
             for (ticket, tag) in self.slots.parked() {
-                let wait = match tag {
-                    NEW_TAG => Some(STOP_KEEP_ALIVE),
-                    tag => stop_wait(ParkState::from_tag(tag)),
-                };
-                if let Some(wait) = wait {
+                if let Some(wait) = stop_wait(ParkState::from_tag(tag)) {
                     let (class, wait) = self.classes.of(wait);
                     p.push(
                         class,
@@ -982,8 +895,7 @@ impl Parking {
         let tickets: Vec<Ticket> = self.slots.parked().map(|(t, _)| t).collect();
         for t in tickets {
             match self.claim(t) {
-                Some(Held::Parked(p)) => drop(p.conn.close(true)),
-                Some(Held::New(conn)) => drop(conn.drop_unserved()),
+                Some(p) => drop(p.conn.close(true)),
                 None => continue,
             }
             self.closed();
