@@ -101,16 +101,18 @@ const LINGER_ON_WORKER: Duration = Duration::from_millis(30);
 /// clients equal within the spread.
 const HOLD_ON_WORKER: Duration = Duration::from_millis(20);
 
-/// A worker that has just let go of a connection gives up the rest of its time slice
-/// before it takes the next one (`sched_yield`; it returns at once when no other thread is
-/// runnable). Without it a worker that goes from connection to connection keeps running on
-/// the slice it already used up, and the scheduler takes the CPU from it in the middle of
-/// its next request: that request then waits for every runnable thread's turn. With it
-/// the thread waits for its turn while it holds nothing, and its next request runs on a
-/// fresh slice. Measured (`ab -c 100` of a 1-byte file, `Connection: close`, Debian's
-/// sizing, `RWorkerKeepAlive park`, 2-core VM, 2026-12-04): p99 108-122 ms without, 11-14
-/// ms with, at the same requests per second; the stock worker's listener, whose workers
-/// each sleep between connections, had 25-52 ms.
+/// A worker that has closed a connection gives up the rest of its time slice before it
+/// takes a fresh one (`sched_yield`; it returns at once when no other thread is runnable).
+/// Without it a worker going from connection to connection keeps running on the slice it
+/// has already used up, and the scheduler takes the CPU from it in the middle of its next
+/// request, which then waits for every runnable thread's turn. With it the worker waits
+/// for its turn while it holds nothing. Measured (`ab -c 100` of a 1-byte file,
+/// `Connection: close`, Debian's sizing, 2-core VM, 2026-12-04, interleaved): p99 108-146
+/// ms without, 11-16 ms with, in both modes, at the same requests per second (the stock
+/// worker, whose workers sleep between connections: 25-52 ms). Not after a request whose
+/// connection was parked: a parking worker that finds the next event ready never sleeps,
+/// and the scheduler charges each yield to it as a slice used, so at 400 keep-alive
+/// clients (wrk, 5 reps) the park p99 grew from 18-30 ms to 342-580 ms.
 fn yield_between_connections() {
     std::thread::yield_now();
 }
@@ -207,12 +209,7 @@ impl Worker {
         let mut w = p.waiter(self.t, &rt.handoff)?;
         loop {
             scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
-            let woken = p.wait(&mut w);
-            let served = matches!(
-                woken,
-                Woken::New { .. } | Woken::Ready(_) | Woken::Expired(_)
-            );
-            let pool = match woken {
+            let pool = match p.wait(&mut w) {
                 Woken::Exit => break,
                 Woken::Nothing => None,
                 Woken::Broken => {
@@ -245,11 +242,13 @@ impl Worker {
                     None
                 }
             };
+            // A connection was closed on this worker (its pool came back).
+            let closed = pool.is_some();
             self.recycle(pool);
             if rt.shutdown.workers_must_exit() {
                 break;
             }
-            if served {
+            if closed {
                 yield_between_connections();
             }
         }
