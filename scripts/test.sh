@@ -42,10 +42,10 @@ suite default cargo test --release --workspace --no-fail-fast -- --test-threads 
 
 # The tests that serve and restart again, with parked connections (RWorkerKeepAlive park).
 if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
-    echo "== the same serving, lifecycle, graceful-restart and panic tests with RWorkerKeepAlive park"
+    echo "== the same serving, lifecycle, graceful-restart, process-management and panic tests with RWorkerKeepAlive park"
     suite park env RWORKER_TEST_KEEPALIVE=park cargo test --release --no-fail-fast \
         --test serve --test lifecycle --test load --test status --test graceful \
-        --test panic -- --test-threads 2
+        --test process_management --test panic -- --test-threads 2
 fi
 
 # And with the listener thread's hand-off (RWorkerAccept listener; the default lets idle
