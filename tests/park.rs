@@ -9,12 +9,13 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    parse_ab, pid_connections_on, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm, Server,
+    parse_ab, pid_connection_peers_on, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm, Server,
     ServerOpts,
 };
 
@@ -279,11 +280,19 @@ fn five_thousand_parked_connections_through_kill_9_a_graceful_restart_and_stop()
     let conns = idle_connections(&s, n);
     wait_parked(&s, n as u64, "5,000 idle connections");
 
-    // kill -9 the child that holds the most.
+    // kill -9 the child that holds the most of our idle connections (by their ports: it
+    // may also hold a status request's connection).
     let children = s.children();
     let (victim, held) = children
         .iter()
-        .map(|&p| (p, pid_connections_on(p, s.port)))
+        .map(|&p| {
+            let peers: BTreeSet<u16> = pid_connection_peers_on(p, s.port).into_iter().collect();
+            let ours = conns
+                .iter()
+                .filter(|c| peers.contains(&c.local_addr().unwrap().port()))
+                .count();
+            (p, ours)
+        })
         .max_by_key(|&(_, k)| k)
         .expect("children");
     assert!(held > 0, "no child holds a connection: {children:?}");
@@ -295,7 +304,15 @@ fn five_thousand_parked_connections_through_kill_9_a_graceful_restart_and_stop()
     });
     assert!(replaced, "{victim} not replaced: {:?}", s.children());
     eprintln!("kill -9 of {victim}, which held {held} of {n} connections");
-    let closed = conns.iter().filter(|c| closed_by_server(c)).count();
+    // Polled: the victim's exit closed its sockets, but on a loaded machine the kernel may
+    // still be delivering their FINs over loopback. (Once, in the suite, 1,190 of 1,238 were
+    // seen closed at a single look, when `held` still counted every connection of the
+    // victim's on the port.) The count must reach `held` exactly, and never pass it.
+    let mut closed = 0;
+    wait_until(Duration::from_secs(10), || {
+        closed = conns.iter().filter(|c| closed_by_server(c)).count();
+        closed >= held
+    });
     assert_eq!(
         closed, held,
         "connections closed by the kill of {victim}, which held {held}"

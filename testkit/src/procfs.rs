@@ -122,8 +122,14 @@ pub fn tcp_unclosed_on_port(port: u16) -> usize {
 /// Of [`tcp_unclosed_on_port`]'s sockets, those that process `pid` holds (their inode is
 /// one of its descriptors): the connections a server process has open on `port`.
 pub fn pid_connections_on(pid: i32, port: u16) -> usize {
+    pid_connection_peers_on(pid, port).len()
+}
+
+/// The peers' ports of [`pid_connections_on`]'s connections: which clients' connections
+/// process `pid` holds (for clients that all connect from one address).
+pub fn pid_connection_peers_on(pid: i32, port: u16) -> Vec<u16> {
     let Ok(rd) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return 0;
+        return Vec::new();
     };
     let inodes: BTreeSet<String> = rd
         .flatten()
@@ -133,36 +139,49 @@ pub fn pid_connections_on(pid: i32, port: u16) -> usize {
             Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
         })
         .collect();
-    unclosed_tables(port, Some(&inodes))
+    unclosed_peers_in_tables(port, Some(&inodes))
 }
 
 fn unclosed_tables(port: u16, inodes: Option<&BTreeSet<String>>) -> usize {
+    unclosed_peers_in_tables(port, inodes).len()
+}
+
+fn unclosed_peers_in_tables(port: u16, inodes: Option<&BTreeSet<String>>) -> Vec<u16> {
     ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|f| fs::read_to_string(f).ok())
-        .map(|t| count_unclosed(&t, port, inodes))
-        .sum()
+        .flat_map(|t| unclosed_peers(&t, port, inodes))
+        .collect()
 }
 
 /// [`tcp_unclosed_on_port`] over the text of one `/proc/net/tcp*` table; only sockets
 /// with one of `inodes` if given.
+#[cfg(test)]
 fn count_unclosed(table: &str, port: u16, inodes: Option<&BTreeSet<String>>) -> usize {
+    unclosed_peers(table, port, inodes).len()
+}
+
+/// The peer ports of [`tcp_unclosed_on_port`]'s sockets in the text of one
+/// `/proc/net/tcp*` table; only sockets with one of `inodes` if given.
+fn unclosed_peers(table: &str, port: u16, inodes: Option<&BTreeSet<String>>) -> Vec<u16> {
     const ESTABLISHED: &str = "01";
     const CLOSE_WAIT: &str = "08";
+    let port_of = |a: &str| u16::from_str_radix(a.rsplit(':').next()?, 16).ok();
     table
         .lines()
         .skip(1)
-        .filter(|l| {
+        .filter_map(|l| {
             // sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
             let f: Vec<&str> = l.split_whitespace().collect();
-            let local_port = f
-                .get(1)
-                .and_then(|a| a.rsplit(':').next())
-                .and_then(|p| u16::from_str_radix(p, 16).ok());
             let held = inodes.map_or(true, |set| f.get(9).is_some_and(|i| set.contains(*i)));
-            local_port == Some(port) && matches!(f.get(3), Some(&ESTABLISHED | &CLOSE_WAIT)) && held
+            let unclosed = matches!(f.get(3), Some(&ESTABLISHED | &CLOSE_WAIT));
+            if f.get(1).and_then(|a| port_of(a)) == Some(port) && unclosed && held {
+                port_of(f.get(2)?)
+            } else {
+                None
+            }
         })
-        .count()
+        .collect()
 }
 
 /// The LISTEN socket on 127.0.0.1:`port` in `/proc/net/tcp`, as (rx_queue, inode): for a
@@ -249,6 +268,11 @@ mod tests {
         let ours: BTreeSet<String> = ["100", "102", "103", "999"].map(String::from).into();
         // The listener (100) is not a connection; 101 is another process's.
         assert_eq!(count_unclosed(table, 18000, Some(&ours)), 2);
+        // Their clients' ports: 0xC351, 0xC352.
+        assert_eq!(
+            unclosed_peers(table, 18000, Some(&ours)),
+            vec![50001, 50002]
+        );
         assert_eq!(count_unclosed(table, 18000, Some(&BTreeSet::new())), 0);
     }
 
