@@ -218,12 +218,10 @@ impl Worker {
                     rt.ask_main_thread_to_stop(StopMode::Graceful);
                     None
                 }
-                Woken::New { conn, accepts } => {
-                    rt.counters.add(Counter::Connections, accepts.connections);
-                    rt.counters.add(Counter::PoolsReused, accepts.pools_reused);
-                    rt.counters
-                        .add(Counter::PoolsCreated, accepts.pools_created);
-                    if accepts.last {
+                Woken::New { conn, how } => {
+                    rt.counters.add(Counter::Connections, 1);
+                    rt.counters.add(how.pool, 1);
+                    if how.last {
                         // MaxConnectionsPerChild reached: this connection is served, then
                         // the child retires gracefully.
                         rt.ask_main_thread_to_stop(StopMode::Graceful);

@@ -182,23 +182,19 @@ enum Unarmed {
     Failed(AsyncConn),
 }
 
-/// What one wake for a listening socket accepted, for the child's counters.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Accepts {
-    /// Connections accepted (one).
-    pub connections: u64,
-    /// Of their pools, taken from the recycled stack.
-    pub pools_reused: u64,
-    /// Of their pools, created.
-    pub pools_created: u64,
+/// How a connection was accepted, for the child's counters.
+#[derive(Clone, Copy, Debug)]
+pub struct Admission {
+    /// Its transaction pool: `PoolsReused` (from the recycled stack) or `PoolsCreated`.
+    pub pool: Counter,
     /// MaxConnectionsPerChild was reached (the child retires once it is served).
     pub last: bool,
 }
 
 /// What a worker woke for (see the module doc).
 pub enum Woken {
-    /// A connection to serve from its first request, accepted now (`accepts` counts it).
-    New { conn: Conn, accepts: Accepts },
+    /// A connection to serve from its first request, accepted now.
+    New { conn: Conn, how: Admission },
     /// Accept failed for want of a resource (the core logged why; or no transaction
     /// pool): the child retires, sick.
     Broken,
@@ -423,7 +419,6 @@ impl Parking {
     /// Timeout, while a sibling's workers idled.)
     fn accept(&self, g: &Gate, inside: Inside<'_>, w: &mut Waiter) -> Woken {
         let mark = g.mark();
-        let mut accepts = Accepts::default();
         let mut conn = None;
         // Whether the socket's queue was seen empty: the next connection then wakes a
         // waiter by itself (edge-triggered); otherwise the gate must poll it anew.
@@ -438,13 +433,11 @@ impl Parking {
             match inside.accept(&mut pool) {
                 Accepted::Socket(sock) => {
                     self.opened();
-                    accepts.connections = 1;
-                    match source {
-                        Counter::PoolsCreated => accepts.pools_created = 1,
-                        _ => accepts.pools_reused = 1,
-                    }
-                    accepts.last = self.budget.accepted();
-                    conn = Some(Conn { sock, ptrans: pool });
+                    let how = Admission {
+                        pool: source,
+                        last: self.budget.accepted(),
+                    };
+                    conn = Some((Conn { sock, ptrans: pool }, how));
                     // More may wait; they are told to a waiter below (a poll of the
                     // queue costs less than the re-registration it spares).
                     emptied = !inside.more_waiting();
@@ -478,7 +471,7 @@ impl Parking {
             self.settle(g);
         }
         match (conn, broken) {
-            (Some(conn), _) => Woken::New { conn, accepts },
+            (Some((conn, how)), _) => Woken::New { conn, how },
             (None, true) => Woken::Broken,
             (None, false) => Woken::Nothing,
         }
