@@ -2,12 +2,13 @@
 //!
 //! The socket is registered edge-triggered and exclusive (`Interest::ReadEdgeExclusive`): a
 //! new connection wakes one waiter, in one child's set that has a waiter. A woken worker
-//! accepts one connection, then the registration is deleted and added again. The add polls
-//! the socket, so a backlog left behind (connections that came while no worker waited) wakes
-//! the next waiter, one connection per idle worker, and it puts this child at the back of the
-//! socket's queue of sets, so the next connection goes to a sibling that waits (children take
-//! turns). Deleting it (and not adding it back) is how a child stops accepting: at its
-//! open-file limit, at MaxConnectionsPerChild, when it stops.
+//! accepts one connection. Connections still queued after it (they came while no worker
+//! waited) are told to the next worker: while another worker of the child waits in the set,
+//! the registration is deleted and added again; the add polls the socket, so the backlog
+//! wakes that waiter, and it puts this child at the back of the socket's queue of sets, so
+//! the next connection goes to a sibling that waits (children take turns). Deleting it (and
+//! not adding it back) is how a child stops accepting: at its open-file limit, at
+//! MaxConnectionsPerChild, when it stops.
 //!
 //! A worker that leaves connections behind while no other worker of the child waits in the
 //! set does not re-poll (two `epoll_ctl` calls per connection under load, when the next
