@@ -116,7 +116,7 @@ pub fn processes_naming(text: &str) -> Vec<i32> {
 /// begun to close yet: ESTABLISHED, or CLOSE_WAIT (the peer closed, we have not). A server
 /// whose count reaches 0 has called `shutdown` or `close` on every connection it accepted.
 pub fn tcp_unclosed_on_port(port: u16) -> usize {
-    unclosed_tables(port, None)
+    unclosed_peers_in_tables(port, None).len()
 }
 
 /// Of [`tcp_unclosed_on_port`]'s sockets, those that process `pid` holds (their inode is
@@ -142,23 +142,12 @@ pub fn pid_connection_peers_on(pid: i32, port: u16) -> Vec<u16> {
     unclosed_peers_in_tables(port, Some(&inodes))
 }
 
-fn unclosed_tables(port: u16, inodes: Option<&BTreeSet<String>>) -> usize {
-    unclosed_peers_in_tables(port, inodes).len()
-}
-
 fn unclosed_peers_in_tables(port: u16, inodes: Option<&BTreeSet<String>>) -> Vec<u16> {
     ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|f| fs::read_to_string(f).ok())
         .flat_map(|t| unclosed_peers(&t, port, inodes))
         .collect()
-}
-
-/// [`tcp_unclosed_on_port`] over the text of one `/proc/net/tcp*` table; only sockets
-/// with one of `inodes` if given.
-#[cfg(test)]
-fn count_unclosed(table: &str, port: u16, inodes: Option<&BTreeSet<String>>) -> usize {
-    unclosed_peers(table, port, inodes).len()
 }
 
 /// The peer ports of [`tcp_unclosed_on_port`]'s sockets in the text of one
@@ -254,8 +243,8 @@ mod tests {
    4: 0100007F:C350 0100007F:4650 01 00000000:00000000\n";
         // 0x4650 = 18000: one listening (0A), one established, one close-wait, one last-ack
         // (09, already shut down); the last line is the client's end.
-        assert_eq!(count_unclosed(table, 18000, None), 2);
-        assert_eq!(count_unclosed(table, 18001, None), 0);
+        assert_eq!(unclosed_peers(table, 18000, None).len(), 2);
+        assert_eq!(unclosed_peers(table, 18001, None).len(), 0);
     }
 
     #[test]
@@ -267,13 +256,16 @@ mod tests {
    3: 0100007F:4650 0100007F:C352 08 00000000:00000000 00:00000000 00000000     0        0 103 1\n";
         let ours: BTreeSet<String> = ["100", "102", "103", "999"].map(String::from).into();
         // The listener (100) is not a connection; 101 is another process's.
-        assert_eq!(count_unclosed(table, 18000, Some(&ours)), 2);
+        assert_eq!(unclosed_peers(table, 18000, Some(&ours)).len(), 2);
         // Their clients' ports: 0xC351, 0xC352.
         assert_eq!(
             unclosed_peers(table, 18000, Some(&ours)),
             vec![50001, 50002]
         );
-        assert_eq!(count_unclosed(table, 18000, Some(&BTreeSet::new())), 0);
+        assert_eq!(
+            unclosed_peers(table, 18000, Some(&BTreeSet::new())).len(),
+            0
+        );
     }
 
     #[test]
