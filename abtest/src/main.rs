@@ -7,6 +7,7 @@
 
 use rworker_ab::autogroup::Autogroup;
 use rworker_ab::error::Context;
+use rworker_ab::mpm::MpmKind;
 use rworker_ab::options::Options;
 use rworker_ab::plan::{mmss, Plan};
 use rworker_ab::{chart, memory, percon, report, server, shutdown, Error, Result};
@@ -131,6 +132,13 @@ fn replot(dir: &Path) -> Result<()> {
         sh("lscpu | grep 'Model name' | sed 's/.*: *//'")
     );
     write(dir, "summary.csv", &report::summary_csv(&table))?;
+    let mpms: Vec<MpmKind> = MpmKind::ALL
+        .into_iter()
+        .filter(|k| samples.iter().any(|s| s.mpm == *k))
+        .collect();
+    let mut paired = format!("# Paired ratios, from {}\n\n", csv.display());
+    report::paired_section(&mut paired, &samples, &mpms);
+    write(dir, "paired.md", &paired)?;
     let p = write(dir, "chart.svg", &chart::svg(&table, &title))?;
     eprintln!(
         "rworker-ab: redrew {} from {} runs",

@@ -129,7 +129,7 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --rworker-so PATH    rworker module (default target/release/libmod_mpm_rworker.so)
   --baseline-so PATH   another build of it, run as rworker-park-base (before/after)
   --path URLPATH       request URLPATH instead of the payload file (harness self-check)
-  --replot DIR         only redraw DIR/chart.svg and DIR/summary.csv from DIR/results.csv
+  --replot DIR         only redraw DIR/chart.svg, DIR/summary.csv and DIR/paired.md from DIR/results.csv
 
   --percon             instead of the matrix: what one connection and one request cost each
                        MPM. One child (StartServers 1, ServerLimit 1, ThreadsPerChild 25)

@@ -124,6 +124,99 @@ pub fn ratio(
     (y > 0.0 && x.is_finite()).then(|| x / y)
 }
 
+/// Per-repetition ratios `a / b` of one metric in each cell where both MPMs ran: the
+/// median and range over the repetitions in which both have a run. Pairing by repetition
+/// takes out what moves every MPM of a repetition alike (other jobs on the host, a slow
+/// stretch of the VM), which a ratio of medians mixes across repetitions.
+pub fn paired(
+    samples: &[Sample],
+    a: MpmKind,
+    b: MpmKind,
+    metric: fn(&Sample) -> f64,
+) -> BTreeMap<Cell, Stat> {
+    let mut runs: BTreeMap<(Cell, u32), (Option<f64>, Option<f64>)> = BTreeMap::new();
+    for s in samples {
+        let e = runs.entry((s.cell, s.rep)).or_default();
+        if s.mpm == a {
+            e.0 = Some(metric(s));
+        } else if s.mpm == b {
+            e.1 = Some(metric(s));
+        }
+    }
+    let mut ratios: BTreeMap<Cell, Vec<f64>> = BTreeMap::new();
+    for ((cell, _), pair) in runs {
+        if let (Some(x), Some(y)) = pair {
+            if y > 0.0 && x.is_finite() {
+                ratios.entry(cell).or_default().push(x / y);
+            }
+        }
+    }
+    ratios
+        .into_iter()
+        .filter_map(|(cell, v)| Some((cell, Stat::of(v)?)))
+        .collect()
+}
+
+/// The paired-ratio table of every rworker variant in the run against the stock worker,
+/// and of rworker-park against its baseline build when both ran.
+pub fn paired_section(m: &mut String, samples: &[Sample], mpms: &[MpmKind]) {
+    let mut pairs: Vec<(MpmKind, MpmKind)> = MpmKind::ALL
+        .into_iter()
+        .filter(|k| !matches!(k, MpmKind::Worker | MpmKind::Event) && mpms.contains(k))
+        .filter(|_| mpms.contains(&MpmKind::Worker))
+        .map(|k| (k, MpmKind::Worker))
+        .collect();
+    if mpms.contains(&MpmKind::RworkerPark) && mpms.contains(&MpmKind::RworkerParkBase) {
+        pairs.push((MpmKind::RworkerPark, MpmKind::RworkerParkBase));
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        m,
+        "## Paired by repetition: median (min–max) of each repetition's ratio\n"
+    );
+    let _ = writeln!(
+        m,
+        "Each repetition runs every MPM once (order rotated), so a ratio taken within a \
+         repetition leaves out what slowed or sped up that whole repetition; the ratios of \
+         medians above mix repetitions. Target as above; **bold** = the median ratio misses \
+         it.\n"
+    );
+    let rps: fn(&Sample) -> f64 = |s| s.wrk.rps;
+    let cpu: fn(&Sample) -> f64 = Sample::cpu_us_per_req;
+    let mut head = String::from("| cell |");
+    let mut rule = String::from("|---|");
+    let mut cols = Vec::new();
+    for &(a, b) in &pairs {
+        let _ = write!(head, " {a}/{b} req/s | {a}/{b} CPU/req |");
+        rule.push_str("---:|---:|");
+        cols.push((paired(samples, a, b, rps), paired(samples, a, b, cpu)));
+    }
+    let _ = writeln!(m, "{head}\n{rule}");
+    let cells: std::collections::BTreeSet<Cell> = samples.iter().map(|s| s.cell).collect();
+    for cell in cells {
+        let mut row = format!("| {} |", cell_label(&cell));
+        for (r, c) in &cols {
+            for (stat, higher) in [(r.get(&cell), true), (c.get(&cell), false)] {
+                let text = stat.map_or("–".into(), |s| {
+                    let missed = if higher {
+                        s.median < 1.0
+                    } else {
+                        s.median > 1.0
+                    };
+                    let med = format!("{:.2}x", s.median);
+                    let med = if missed { format!("**{med}**") } else { med };
+                    format!("{med} ({:.2}–{:.2})", s.min, s.max)
+                });
+                let _ = write!(row, " {text} |");
+            }
+        }
+        let _ = writeln!(m, "{row}");
+    }
+    m.push('\n');
+}
+
 fn size_label(size: u64) -> String {
     match size {
         s if s >= 1024 && s % 1024 == 0 => format!("{} KiB", s / 1024),
@@ -197,11 +290,26 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
         load.map_or("–".into(), |s| f(s.min, 1)),
         load.map_or("–".into(), |s| f(s.max, 1)),
     );
+    let sizing = match (o.max_workers, o.debian_sizing) {
+        (Some(n), _) => format!(
+            "{} children × 25 threads, all started (`--max-workers {n}`: StartServers = \
+             ServerLimit, MaxRequestWorkers {n}, MaxSpareThreads {n}, so idle maintenance \
+             neither forks nor retires)",
+            (n / 25).max(1)
+        ),
+        (None, true) => "Debian's default sizing (`--debian-sizing`: StartServers 2, \
+             ServerLimit 16, ThreadsPerChild 25, MaxRequestWorkers 150, MinSpareThreads 25, \
+             MaxSpareThreads 75), so children are forked and retired by idle maintenance \
+             during the runs (the child churn column)"
+            .to_string(),
+        (None, false) => "10 children × 50 threads fixed (StartServers 10, \
+             MaxRequestWorkers 500, spare limits that neither fork nor retire)"
+            .to_string(),
+    };
     let _ = writeln!(
         m,
-        "Config: `apache-conf/ab/` (identical but for the MPM's LoadModule line): 10 children × \
-         50 threads fixed (StartServers 10, MaxRequestWorkers 500, spare limits that neither \
-         fork nor retire), KeepAlive On (100 requests, 5 s), no access log, 127.0.0.1 only. \
+        "Config: `apache-conf/ab/` (identical but for the MPM's LoadModule line): {sizing}, \
+         KeepAlive On (100 requests, 5 s), no access log, 127.0.0.1 only. \
          `close` = wrk with `Connection: close` (one request per connection).\n"
     );
     let (w, r, a) = (MpmKind::Worker, MpmKind::Rworker, MpmKind::RworkerApr);
@@ -254,6 +362,7 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
             );
         }
     }
+    paired_section(&mut m, &out.samples, &o.mpms);
     let _ = writeln!(m, "## All MPMs: median (min–max) over repetitions\n");
     let _ = writeln!(m, "| cell | MPM | req/s | p50 ms | p99 ms | httpd CPU µs/req | httpd %CPU | httpd vol. ctx sw/req | rworker futex wakes/hand-off | wrk CPU µs/req | errors | child churn |");
     let _ = writeln!(
@@ -509,6 +618,70 @@ mod tests {
         let s = Stat::of([4.0, 1.0, 2.0, f64::NAN, 3.0]).expect("non-empty");
         assert_eq!(s.median, 2.5);
         assert!(Stat::of([]).is_none());
+    }
+
+    fn run(mpm: MpmKind, rep: u32, rps: f64, cpu_s: f64) -> Sample {
+        Sample {
+            mpm,
+            cell: Cell {
+                mode: crate::options::ConnMode::KeepAlive,
+                size: 1,
+                clients: 50,
+            },
+            rep,
+            wrk: crate::client::WrkResult {
+                requests: (rps * 5.0) as u64,
+                rps,
+                p50_us: 1.0,
+                p99_us: 2.0,
+                non_2xx: 0,
+                socket_errors: [0; 4],
+                client_cpu_s: 1.0,
+                output: String::new(),
+            },
+            wall_s: 5.0,
+            httpd_cpu_s: cpu_s,
+            vcsw: 0,
+            nvcsw: 0,
+            churn: 0,
+            host_busy_pct: 100.0,
+            load1: 1.0,
+            failure: None,
+            rworker: None,
+        }
+    }
+
+    #[test]
+    fn paired_ratios_are_taken_within_each_repetition() {
+        use MpmKind::{RworkerPark as P, Worker as W};
+        // Repetition 2 is slow for both MPMs alike; within each repetition P is 10 % faster.
+        let samples = [
+            run(W, 1, 1000.0, 5.0),
+            run(P, 1, 1100.0, 5.0),
+            run(W, 2, 500.0, 5.0),
+            run(P, 2, 550.0, 5.0),
+            run(W, 3, 1000.0, 5.0),
+            run(P, 3, 1100.0, 5.0),
+            // A repetition that lacks one of the two counts for neither.
+            run(P, 4, 10.0, 5.0),
+        ];
+        let rps = paired(&samples, P, W, |s| s.wrk.rps);
+        let s = rps.values().next().expect("one cell");
+        assert!(
+            (s.median - 1.1).abs() < 1e-9 && (s.min - 1.1).abs() < 1e-9,
+            "{s:?}"
+        );
+        assert!((s.max - 1.1).abs() < 1e-9, "{s:?}");
+        // The ratio of medians takes in repetition 4's unpaired run: P's median is 825 (of
+        // 10, 550, 1100, 1100), the worker's 1000.
+        let t = summarise(&samples);
+        let row = t.values().next().expect("one cell");
+        let r = ratio(row, P, W, |s| s.rps).expect("both ran");
+        assert!((r - 0.825).abs() < 1e-9, "{r}");
+        let cpu = paired(&samples, P, W, Sample::cpu_us_per_req);
+        let c = cpu.values().next().expect("one cell");
+        assert!((c.median - 1.0 / 1.1).abs() < 1e-9, "{c:?}");
+        assert!(paired(&samples, P, MpmKind::Event, |s| s.wrk.rps).is_empty());
     }
 
     #[test]
