@@ -1333,6 +1333,29 @@ fn bad_values_are_clamped_with_the_stock_workers_warnings() {
 }
 
 #[test]
+fn negative_graceful_shutdown_timeout_is_warned_about() {
+    if skip_unless_rworker("negative_graceful_shutdown_timeout_is_warned_about") {
+        return;
+    }
+    // The core takes any number; negative cuts a graceful stop at once (the stock MPMs'
+    // reading, silent there): rworker says so, and 0 stays "no limit" without a word.
+    let (ok, text) = config_test(
+        Mpm::Rworker,
+        &ServerOpts::default().line("GracefulShutdownTimeout -3"),
+    );
+    assert!(ok, "GracefulShutdownTimeout -3 failed -t:\n{text}");
+    assert!(
+        text.contains("RW00043: GracefulShutdownTimeout of -3 is negative"),
+        "{text}"
+    );
+    let (ok, text) = config_test(
+        Mpm::Rworker,
+        &ServerOpts::default().line("GracefulShutdownTimeout 0"),
+    );
+    assert!(ok && !text.contains("RW00043"), "{text}");
+}
+
+#[test]
 fn non_numeric_values_are_refused_by_rworker() {
     let mpm = Mpm::under_test();
     for d in [

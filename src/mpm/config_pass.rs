@@ -86,6 +86,16 @@ pub fn check_config(token: SingleThreaded) -> c_int {
             crate::mpm_log!(level::WARNING, 0, "AH{:05}: {}", a.at_restart, a.text);
         }
     }
+    let grace = httpd::graceful_shutdown_timeout();
+    if grace < 0 {
+        // The core takes any number; the stock MPMs then cut a graceful stop at once,
+        // silently. Said here, so that nobody expects "no limit" from it.
+        crate::mpm_log!(
+            level::WARNING | if startup { level::STARTUP } else { 0 },
+            0,
+            "RW00043: GracefulShutdownTimeout of {grace} is negative: a graceful stop will end in-flight requests at once; 0 means no limit"
+        );
+    }
     settings::update(token, |cur| *cur = s);
     r.set_first_server_limit(first.server_limit);
     r.set_first_thread_limit(first.thread_limit);

@@ -154,6 +154,13 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
     sys::OK as c_int
 }
 
+/// When a graceful stop stops waiting for in-flight requests (µs since the epoch, as
+/// `now`): GracefulShutdownTimeout seconds after `now`; never for 0. A negative value cuts
+/// at once, as in the stock MPMs (check_config warns about it: RW00043).
+fn graceful_cutoff(now: i64, timeout_s: c_int) -> Option<i64> {
+    (timeout_s != 0).then(|| now + i64::from(timeout_s.max(0)) * 1_000_000)
+}
+
 impl Parent {
     /// `-k stop` (SIGTERM) or `-k graceful-stop` (SIGWINCH): wind the children down and
     /// return DONE. Graceful: stop listening, let in-flight requests finish for up to
@@ -181,8 +188,7 @@ impl Parent {
                 "AH00296: caught SIGWINCH, shutting down gracefully"
             );
         }
-        let timeout = httpd::graceful_shutdown_timeout();
-        let cutoff = (timeout > 0).then(|| httpd::time_now() + timeout as i64 * 1_000_000);
+        let cutoff = graceful_cutoff(httpd::time_now(), httpd::graceful_shutdown_timeout());
         // A later SIGTERM cuts the wait short.
         r.set_shutdown_pending(0);
         loop {
@@ -361,5 +367,23 @@ fn log_line(line: &Line) {
             0,
             "AH00289: server seems busy, (you may need to increase StartServers, ThreadsPerChild or Min/MaxSpareThreads), spawning {spawning} children, there are around {idle} idle threads, {active} active threads, and {children} total children"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::graceful_cutoff;
+
+    #[test]
+    fn graceful_stop_cutoff_follows_graceful_shutdown_timeout() {
+        let now = 1_000_000_000;
+        assert_eq!(graceful_cutoff(now, 0), None, "0: no limit");
+        assert_eq!(graceful_cutoff(now, 3), Some(now + 3_000_000));
+        // Negative: at once (the stock MPMs' reading), not "no limit".
+        assert_eq!(graceful_cutoff(now, -3), Some(now));
+        assert_eq!(
+            graceful_cutoff(now, i32::MAX),
+            Some(now + i64::from(i32::MAX) * 1_000_000)
+        );
     }
 }
