@@ -25,6 +25,15 @@ SO=${RWORKER_SO:-$PWD/target/release/libmod_mpm_rworker.so}
 ulimit -Hn "$(cat /proc/sys/fs/nr_open)" 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)"
 KEEP=${KEEP:-}
+# Autogroup off for the run, as rworker-ab does (bench/README.md, "Autogroup"): with it on,
+# the server's session and ab's each get half of the CPUs and a run falls at random into a
+# client-bound or a server-bound regime. AUTOGROUP=keep leaves it; restored on exit.
+AG=/proc/sys/kernel/sched_autogroup_enabled
+if [[ ${AUTOGROUP:-off} != keep && -w $AG ]]; then
+    AG_WAS=$(cat "$AG")
+    trap 'echo "$AG_WAS" > "$AG"' EXIT
+    echo 0 > "$AG"
+fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
