@@ -344,8 +344,6 @@ impl Plan {
     }
 }
 
-/// What `--max-workers n` changes in `common.conf`, for every MPM alike: `n / 25` children
-/// of 25 threads, all started; idle maintenance neither forks nor retires during a run.
 /// Debian's default sizing (its mpm_worker.conf and mpm_event.conf), for every MPM alike.
 pub fn debian_sizing() -> Vec<(&'static str, String)> {
     [
@@ -361,6 +359,8 @@ pub fn debian_sizing() -> Vec<(&'static str, String)> {
     .collect()
 }
 
+/// What `--max-workers n` changes in `common.conf`, for every MPM alike: `n / 25` children
+/// of 25 threads, all started; idle maintenance neither forks nor retires during a run.
 pub fn worker_limit(n: u32) -> Vec<(&'static str, String)> {
     let children = (n / 25).max(1).to_string();
     vec![

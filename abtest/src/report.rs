@@ -160,13 +160,17 @@ pub fn paired(
 /// The paired-ratio table of every rworker variant in the run against the stock worker,
 /// and of rworker-park against its baseline build when both ran.
 pub fn paired_section(m: &mut String, samples: &[Sample], mpms: &[MpmKind]) {
-    let mut pairs: Vec<(MpmKind, MpmKind)> = MpmKind::ALL
-        .into_iter()
-        .filter(|k| !matches!(k, MpmKind::Worker | MpmKind::Event) && mpms.contains(k))
-        .filter(|_| mpms.contains(&MpmKind::Worker))
-        .map(|k| (k, MpmKind::Worker))
-        .collect();
-    if mpms.contains(&MpmKind::RworkerPark) && mpms.contains(&MpmKind::RworkerParkBase) {
+    let ran = |k: &MpmKind| mpms.contains(k);
+    let mut pairs: Vec<(MpmKind, MpmKind)> = Vec::new();
+    if ran(&MpmKind::Worker) {
+        pairs.extend(
+            MpmKind::ALL
+                .into_iter()
+                .filter(|k| !matches!(k, MpmKind::Worker | MpmKind::Event) && ran(k))
+                .map(|k| (k, MpmKind::Worker)),
+        );
+    }
+    if ran(&MpmKind::RworkerPark) && ran(&MpmKind::RworkerParkBase) {
         pairs.push((MpmKind::RworkerPark, MpmKind::RworkerParkBase));
     }
     if pairs.is_empty() {
@@ -290,18 +294,23 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
         load.map_or("–".into(), |s| f(s.min, 1)),
         load.map_or("–".into(), |s| f(s.max, 1)),
     );
+    let list = |v: Vec<(&str, String)>| {
+        v.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let sizing = match (o.max_workers, o.debian_sizing) {
         (Some(n), _) => format!(
-            "{} children × 25 threads, all started (`--max-workers {n}`: StartServers = \
-             ServerLimit, MaxRequestWorkers {n}, MaxSpareThreads {n}, so idle maintenance \
-             neither forks nor retires)",
-            (n / 25).max(1)
+            "`--max-workers {n}` ({}): every child started, so idle maintenance neither forks \
+             nor retires",
+            list(crate::plan::worker_limit(n))
         ),
-        (None, true) => "Debian's default sizing (`--debian-sizing`: StartServers 2, \
-             ServerLimit 16, ThreadsPerChild 25, MaxRequestWorkers 150, MinSpareThreads 25, \
-             MaxSpareThreads 75), so children are forked and retired by idle maintenance \
-             during the runs (the child churn column)"
-            .to_string(),
+        (None, true) => format!(
+            "Debian's default sizing (`--debian-sizing`: {}), so idle maintenance forks and \
+             retires children during the runs (the child churn column)",
+            list(crate::plan::debian_sizing())
+        ),
         (None, false) => "10 children × 50 threads fixed (StartServers 10, \
              MaxRequestWorkers 500, spare limits that neither fork nor retire)"
             .to_string(),
