@@ -283,15 +283,15 @@ fn five_thousand_parked_connections_through_kill_9_a_graceful_restart_and_stop()
     // kill -9 the child that holds the most of our idle connections (by their ports: it
     // may also hold a status request's connection).
     let children = s.children();
+    let ours: BTreeSet<u16> = conns
+        .iter()
+        .map(|c| c.local_addr().unwrap().port())
+        .collect();
     let (victim, held) = children
         .iter()
         .map(|&p| {
-            let peers: BTreeSet<u16> = pid_connection_peers_on(p, s.port).into_iter().collect();
-            let ours = conns
-                .iter()
-                .filter(|c| peers.contains(&c.local_addr().unwrap().port()))
-                .count();
-            (p, ours)
+            let peers = pid_connection_peers_on(p, s.port);
+            (p, peers.iter().filter(|port| ours.contains(port)).count())
         })
         .max_by_key(|&(_, k)| k)
         .expect("children");

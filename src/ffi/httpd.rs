@@ -80,13 +80,6 @@ pub fn server_timeouts() -> Vec<(std::time::Duration, std::time::Duration)> {
     out
 }
 
-/// The main server's Timeout.
-pub fn server_timeout() -> std::time::Duration {
-    // SAFETY: ap_server_conf is the generation's main server record, only read here.
-    let us = unsafe { (*sys::ap_server_conf).timeout };
-    std::time::Duration::from_micros(us.max(0) as u64)
-}
-
 /// Microseconds since the epoch (`apr_time_now`).
 pub fn time_now() -> i64 {
     // SAFETY: trivially safe APR call.

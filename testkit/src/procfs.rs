@@ -120,13 +120,9 @@ pub fn tcp_unclosed_on_port(port: u16) -> usize {
 }
 
 /// Of [`tcp_unclosed_on_port`]'s sockets, those that process `pid` holds (their inode is
-/// one of its descriptors): the connections a server process has open on `port`.
-pub fn pid_connections_on(pid: i32, port: u16) -> usize {
-    pid_connection_peers_on(pid, port).len()
-}
-
-/// The peers' ports of [`pid_connections_on`]'s connections: which clients' connections
-/// process `pid` holds (for clients that all connect from one address).
+/// one of its descriptors), by their peers' ports: the connections a server process has
+/// open on `port`, and which clients they are (for clients that all connect from one
+/// address).
 pub fn pid_connection_peers_on(pid: i32, port: u16) -> Vec<u16> {
     let Ok(rd) = fs::read_dir(format!("/proc/{pid}/fd")) else {
         return Vec::new();
@@ -275,9 +271,9 @@ mod tests {
         let me = std::process::id() as i32;
         let _client = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
         let (server_end, _) = l.accept().expect("accept");
-        assert_eq!(pid_connections_on(me, port), 1);
+        assert_eq!(pid_connection_peers_on(me, port).len(), 1);
         drop(server_end);
-        assert_eq!(pid_connections_on(me, port), 0);
+        assert_eq!(pid_connection_peers_on(me, port).len(), 0);
     }
 
     #[test]
