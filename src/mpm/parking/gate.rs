@@ -2,18 +2,31 @@
 //!
 //! The socket is registered edge-triggered and exclusive (`Interest::ReadEdgeExclusive`): a
 //! new connection wakes one waiter, in one child's set that has a waiter. A woken worker
-//! accepts one connection. Connections still queued after it (they came while no worker
-//! waited) are told to the next worker: while another worker of the child waits in the set,
-//! the registration is deleted and added again; the add polls the socket, so the backlog
-//! wakes that waiter, and it puts this child at the back of the socket's queue of sets, so
+//! accepts one connection, and then the registration is deleted and added again: the add
+//! polls the socket, so connections still queued (they came while no worker waited) wake a
+//! waiter of this set, and it puts this child at the back of the socket's queue of sets, so
 //! the next connection goes to a sibling that waits (children take turns). Deleting it (and
 //! not adding it back) is how a child stops accepting: at its open-file limit, at
 //! MaxConnectionsPerChild, when it stops.
 //!
-//! A worker that leaves connections behind while no other worker of the child waits in the
-//! set does not re-poll (two `epoll_ctl` calls per connection under load, when the next
-//! worker to go idle is bound to look anyway): it marks the gate `leftover`, and a worker
-//! about to wait first accepts from a gate so marked. The mark and the count of waiters are
+//! Why every accept, not only when connections were left queued: the kernel gives a new
+//! connection to the first set in the socket's queue that has a waiter, so without the turn
+//! the child at the front takes every connection whenever one of its workers has just parked
+//! a busy one, and busy keep-alive connections pile up there (one child held 37 of `wrk
+//! -c50`'s connections on 25 workers, its siblings 1-3) while siblings' workers idle. Those
+//! connections then wait for each other's requests (p99 6-8 ms against the stock worker's
+//! 3), and a child with as many busy connections as workers has nobody waiting, so nobody
+//! holds (see `worker::HOLD_ON_WORKER`) and every request parks. Taking turns keeps them
+//! spread (17/16/17, as `wrk -c50` without reconnects lands). Measured (rworker-ab,
+//! Debian's sizing, MaxKeepAliveRequests 100, 5 reps paired against the build without the
+//! turn, 2026-12-05): keep-alive 50 clients 1.12x / 1.06x the requests (1 B / 4 KiB) at
+//! 0.88x / 0.96x the CPU per request, p99 2.9 against 7.7 ms; the other cells within the
+//! spread, `Connection: close` included (two `epoll_ctl` calls per connection).
+//!
+//! A worker that leaves connections behind also marks the gate `leftover` (it re-polls
+//! after an accept anyway; the mark is what tells the next worker when it left them without
+//! one, as after a broken accept), and a worker about to wait first accepts from a gate so
+//! marked. The mark and the count of waiters are
 //! a Dekker pair (`Gate::leave_behind`, `Gate::leftover`): either the worker about to wait
 //! sees the mark, or the acceptor sees it waiting and re-polls, which wakes it. A worker
 //! that finds the queue empty takes the mark off only if nobody marked it anew since it

@@ -464,11 +464,17 @@ impl Parking {
         if !self.accepting() {
             // Out of the set.
             self.settle(g);
-        } else if !emptied && g.leave_behind(|| self.has_waiters()) {
+        } else {
             // Connections may still wait, and so may a worker that looked before the mark:
             // polled anew, a waiting connection wakes it. (With nobody waiting, the next
             // worker to wait sees the mark.)
-            self.settle(g);
+            let told = !emptied && g.leave_behind(|| self.has_waiters());
+            // After an accept the child goes to the back of the socket's queue of sets
+            // either way, so that new connections take turns among the children with a
+            // waiter (see `gate`'s module doc for why, and the measurement).
+            if told || conn.is_some() {
+                self.settle(g);
+            }
         }
         match (conn, broken) {
             (Some((conn, how)), _) => Woken::New { conn, how },
