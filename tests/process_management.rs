@@ -1412,9 +1412,12 @@ fn rworker_queue_directive() {
         "{text}"
     );
     let s = Server::start(ServerOpts::stable().line("RWorkerQueue apr"));
-    // Fewer clients than the 20 workers: 20 would make every worker busy at some census,
-    // and AH00286 (MaxRequestWorkers reached) is then the stock worker's correct warning
-    // too, not a fault of the queue under test.
+    // Fewer clients than the 20 workers, but AH00286 (MaxRequestWorkers reached) may still
+    // come, and is then the stock worker's correct warning too, not a fault of the queue
+    // under test: a client's previous connection holds a worker in lingering close while
+    // its next one is served, and on a starved machine (CI, 2 cores with both busy) those
+    // closes wait for the CPU, so every worker can be busy at a census (seen once in the
+    // park pass, 2026-12-05).
     let r = run_ab(&["-q", "-n", "5000", "-c", "10"], &s.url("/index.html"));
     r.assert_all_ok(5000);
     assert!(
@@ -1422,7 +1425,7 @@ fn rworker_queue_directive() {
         "AH00294 does not name the apr queue:\n{}",
         s.error_log()
     );
-    s.assert_no_warnings_in_error_log();
+    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
 
 #[test]
