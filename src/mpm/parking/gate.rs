@@ -26,9 +26,9 @@
 //! A worker that leaves connections behind also marks the gate `leftover` (it re-polls
 //! after an accept anyway; the mark is what tells the next worker when it left them without
 //! one, as after a broken accept), and a worker about to wait first accepts from a gate so
-//! marked. The mark and the count of waiters are
-//! a Dekker pair (`Gate::leave_behind`, `Gate::leftover`): either the worker about to wait
-//! sees the mark, or the acceptor sees it waiting and re-polls, which wakes it. A worker
+//! marked. The mark and the count of waiters are a Dekker pair (`Gate::leave_behind`,
+//! `Gate::leftover`): either the worker about to wait sees the mark, or the acceptor sees
+//! it waiting and re-polls, which wakes it. A worker
 //! that finds the queue empty takes the mark off only if nobody marked it anew since it
 //! looked (`Gate::emptied`: the mark is a counter, odd while set).
 //!
