@@ -468,11 +468,11 @@ impl Parking {
             // Connections may still wait, and so may a worker that looked before the mark:
             // polled anew, a waiting connection wakes it. (With nobody waiting, the next
             // worker to wait sees the mark.)
-            let told = !emptied && g.leave_behind(|| self.has_waiters());
+            let may_wait = !emptied && g.leave_behind(|| self.has_waiters());
             // After an accept the child goes to the back of the socket's queue of sets
             // either way, so that new connections take turns among the children with a
             // waiter (see `gate`'s module doc for why, and the measurement).
-            if told || conn.is_some() {
+            if may_wait || conn.is_some() {
                 self.settle(g);
             }
         }
