@@ -92,19 +92,6 @@ impl Epoll {
         let hup = ev.events & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
         Some((ev.u64, hup))
     }
-
-    /// One event if one is ready now, without blocking (as [`Epoll::wait_one`]); None
-    /// when none is.
-    pub fn poll_one(&self) -> Option<(u64, bool)> {
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        // SAFETY: one event's room, ours alone.
-        let n = unsafe { libc::epoll_wait(self.fd, &mut ev, 1, 0) };
-        if n != 1 {
-            return None;
-        }
-        let hup = ev.events & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
-        Some((ev.u64, hup))
-    }
 }
 
 impl Drop for Epoll {

@@ -23,14 +23,12 @@
 //! 0.88x / 0.96x the CPU per request, p99 2.9 against 7.7 ms; the other cells within the
 //! spread, `Connection: close` included (two `epoll_ctl` calls per connection).
 //!
-//! A worker that leaves connections behind also marks the gate `leftover` (it re-polls
-//! after an accept anyway; the mark is what tells the next worker when it left them without
-//! one, as after a broken accept), and a worker about to wait first accepts from a gate so
-//! marked. The mark and the count of waiters are a Dekker pair (`Gate::leave_behind`,
-//! `Gate::leftover`): either the worker about to wait sees the mark, or the acceptor sees
-//! it waiting and re-polls, which wakes it. A worker
-//! that finds the queue empty takes the mark off only if nobody marked it anew since it
-//! looked (`Gate::emptied`: the mark is a counter, odd while set).
+//! The add's poll is also what tells a waiter about connections left in the queue, so
+//! nothing else has to: a worker that accepted one re-adds the socket without looking at
+//! the queue, and one whose accept failed (a broken accept, no free descriptor) re-adds it
+//! too unless it found the queue empty (then the next connection wakes a waiter by itself).
+//! If no worker waits in the set at that moment, the event stays in the set's ready list
+//! for the next one that waits.
 //!
 //! Two things to keep straight without a lock:
 //! - Registration changes come from any worker (after each accept, or a close below the
@@ -44,7 +42,7 @@
 //!   accept with a CLOSING bit that keeps new ones out; the close happens in `settle`, by the
 //!   holder, once the socket is out of the set and nobody is inside.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 
 use crate::ffi::epoll::{Epoll, Interest};
 use crate::ffi::listen::{Accepted, PolledListener};
@@ -69,9 +67,6 @@ pub struct Gate {
     registered: AtomicBool,
     /// Whether the child's copy is closed (read and written only by the holder of `busy`).
     closed: AtomicBool,
-    /// Odd while the socket may hold connections that no waiter was told of (module doc);
-    /// each new mark adds two, so a stale value never matches again.
-    leftover: AtomicU64,
 }
 
 /// A worker in accept on a gate (from [`Gate::enter`] to [`Inside::leave`]).
@@ -90,7 +85,6 @@ impl Gate {
             dirty: AtomicBool::new(false),
             registered: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            leftover: AtomicU64::new(0),
         }
     }
 
@@ -116,49 +110,6 @@ impl Gate {
                 Ok(_) => return Some(Inside { gate: self }),
                 Err(now) => w = now,
             }
-        }
-    }
-
-    /// The mark as it is now: odd while connections may be left behind. A worker reads it
-    /// before it accepts, and gives it to [`Gate::emptied`] if the queue turns out empty.
-    pub fn mark(&self) -> u64 {
-        // Acquire: the accept that follows cannot be done before this read, so a queue
-        // found empty was empty after the mark read (what `emptied` relies on).
-        self.leftover.load(Ordering::Acquire)
-    }
-
-    /// Whether a worker about to wait should accept first. The caller has counted itself
-    /// as waiting before this (the other half of [`Gate::leave_behind`]'s pair).
-    pub fn leftover(&self) -> bool {
-        // SeqCst fence between the waiter's count and this read: against leave_behind's
-        // fence between the mark and its read of the count.
-        fence(Ordering::SeqCst);
-        self.mark() & 1 == 1
-    }
-
-    /// Connections were left behind: marks the gate, then returns whether `waiters()` (read
-    /// after the mark) says a worker waits in the set, which the caller must then wake by
-    /// re-polling ([`Gate::settle`]), since it may have looked before the mark.
-    pub fn leave_behind(&self, waiters: impl Fn() -> bool) -> bool {
-        // Relaxed RMW: the fence below orders it before the read of the count.
-        let _ = self
-            .leftover
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some((v + 2) | 1));
-        fence(Ordering::SeqCst);
-        waiters()
-    }
-
-    /// A worker that read `mark` before its accept found the queue empty: the mark comes off
-    /// unless somebody set it anew since (their connections may still wait).
-    pub fn emptied(&self, mark: u64) {
-        if mark & 1 == 1 {
-            // Relaxed: the value itself is the whole message (a new mark makes it differ).
-            let _ = self.leftover.compare_exchange(
-                mark,
-                mark + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
         }
     }
 
@@ -233,12 +184,6 @@ impl Inside<'_> {
         // SAFETY: we are inside the gate: it is not closed (closing waits for us), and a
         // serial accept function has only us inside (`enter`'s limit).
         unsafe { self.gate.sock.accept(ptrans) }
-    }
-
-    /// Whether more connections wait in the socket's queue now.
-    pub fn more_waiting(&self) -> bool {
-        // SAFETY: we are inside the gate: it is not closed (closing waits for us).
-        unsafe { self.gate.sock.has_queued() }
     }
 
     /// Leaves accept.

@@ -334,30 +334,9 @@ impl Parking {
             return Woken::Exit;
         }
         self.gauges.add(Counter::IdleWorkers, 1);
-        // Relaxed: a hint for keep-alive holds (`has_waiters`); against a gate's mark,
-        // `Gate::leftover` fences.
+        // Relaxed: a hint for keep-alive holds (`has_waiters`).
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        // A gate marked leftover is served without waiting, but only after what the set
-        // has ready now (parked connections, the alarm), which would starve while the
-        // accept queue stays full.
-        let leftover = self.accepting() && self.gates.iter().any(|g| g.leftover());
-        let ev = match leftover.then(|| self.set.poll_one()) {
-            Some(None) => {
-                if let Some((g, inside)) = self
-                    .gates
-                    .iter()
-                    .filter(|g| g.leftover())
-                    .find_map(|g| Some((g, g.enter()?)))
-                {
-                    self.waiting.fetch_sub(1, Ordering::Relaxed);
-                    self.gauges.add(Counter::IdleWorkers, -1);
-                    return self.accept(g, inside, w);
-                }
-                self.set.wait_one()
-            }
-            Some(ready) => ready,
-            None => self.set.wait_one(),
-        };
+        let ev = self.set.wait_one();
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         self.gauges.add(Counter::IdleWorkers, -1);
         let Some((key, _)) = ev else {
@@ -410,18 +389,16 @@ impl Parking {
         self.gauges.set(Counter::AtFileLimit, at_limit as u64);
     }
 
-    /// A listening socket woke this worker (or it was marked `leftover`): accepts one
-    /// connection, which it serves itself. One per wake: the kernel wakes one waiter per
-    /// new connection, so a burst is spread over the idle workers of every child as it
-    /// comes, and a connection is never taken by a child that has no worker for it. (Accept
-    /// batches, which parked a connection in the set for each other waiter, left
-    /// connections waiting in a child whose workers had meanwhile all turned busy, up to
-    /// Timeout, while a sibling's workers idled.)
+    /// A listening socket woke this worker: accepts one connection, which it serves itself.
+    /// One per wake: the kernel wakes one waiter per new connection, so a burst is spread
+    /// over the idle workers of every child as it comes, and a connection is never taken by
+    /// a child that has no worker for it. (Accept batches, which parked a connection in the
+    /// set for each other waiter, left connections waiting in a child whose workers had
+    /// meanwhile all turned busy, up to Timeout, while a sibling's workers idled.)
     fn accept(&self, g: &Gate, inside: Inside<'_>, w: &mut Waiter) -> Woken {
-        let mark = g.mark();
         let mut conn = None;
-        // Whether the socket's queue was seen empty: the next connection then wakes a
-        // waiter by itself (edge-triggered); otherwise the gate must poll it anew.
+        // The socket's queue was seen empty: the next connection wakes a waiter by itself
+        // (edge-triggered), so the registration may stay as it is.
         let mut emptied = false;
         let mut broken = false;
         while self.accepting() && self.budget.reserve() {
@@ -438,9 +415,6 @@ impl Parking {
                         last: self.budget.accepted(),
                     };
                     conn = Some((Conn { sock, ptrans: pool }, how));
-                    // More may wait; they are told to a waiter below (a poll of the
-                    // queue costs less than the re-registration it spares).
-                    emptied = !inside.more_waiting();
                     break;
                 }
                 other => {
@@ -458,23 +432,13 @@ impl Parking {
             }
         }
         inside.leave();
-        if emptied {
-            g.emptied(mark);
-        }
-        if !self.accepting() {
-            // Out of the set.
+        // Out of the set if the child stopped accepting; else, after an accept, deleted and
+        // added again: the add polls the queue (connections still there wake a waiter) and
+        // puts the child at the back of the socket's queue of sets, so that new connections
+        // take turns among the children with a waiter (see `gate`'s module doc for why, and
+        // the measurement). A failed accept that did not empty the queue re-polls it too.
+        if !self.accepting() || conn.is_some() || !emptied {
             self.settle(g);
-        } else {
-            // Connections may still wait, and so may a worker that looked before the mark:
-            // polled anew, a waiting connection wakes it. (With nobody waiting, the next
-            // worker to wait sees the mark.)
-            let may_wait = !emptied && g.leave_behind(|| self.has_waiters());
-            // After an accept the child goes to the back of the socket's queue of sets
-            // either way, so that new connections take turns among the children with a
-            // waiter (see `gate`'s module doc for why, and the measurement).
-            if may_wait || conn.is_some() {
-                self.settle(g);
-            }
         }
         match (conn, broken) {
             (Some((conn, how)), _) => Woken::New { conn, how },
