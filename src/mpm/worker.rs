@@ -407,8 +407,8 @@ impl Worker {
     }
 
     /// Lingering close: begins it here (pre_close hooks, flush, shutdown of our side),
-    /// reads what the client already sent, waits `wait_here` on this thread for the
-    /// client's FIN, and else parks the connection to wait for it without a thread.
+    /// waits up to `wait_here` on this thread for the client's FIN (reading what it sent),
+    /// and else parks the connection to wait for it without a thread.
     fn lingering_close(
         &self,
         mut c: AsyncConn,
@@ -417,10 +417,7 @@ impl Worker {
         wait_here: Option<Duration>,
     ) -> Option<Pool> {
         c.set_status(status::CLOSING);
-        if (c.is_lingering() || c.start_lingering_close())
-            && !c.drain()
-            && !wait_here.is_some_and(|t| c.wait_ready(true, t) && c.drain())
-        {
+        if (c.is_lingering() || c.start_lingering_close()) && !client_done(&mut c, wait_here) {
             let short = c.short_linger();
             return self.park(c, ParkState::Linger { short }, None, p, w);
         }
@@ -444,6 +441,20 @@ impl Worker {
         p.closed();
         Some(cleared(parked.conn.close(true)))
     }
+}
+
+/// Whether the client of a lingering close is done (closed its side, or the socket
+/// failed), reading what it sent; waiting `wait_here` for that first, if given. The
+/// wait comes before the read, as APR's does after a short read: a client closes after
+/// it read the response, so under load its FIN is rarely there yet, and a read first
+/// would find nothing (one `read` per connection more, measured with `perf stat` under
+/// `wrk -c100` with `Connection: close`, 2026-12-05).
+fn client_done(c: &mut AsyncConn, wait_here: Option<Duration>) -> bool {
+    if let Some(t) = wait_here {
+        // A timeout or an error: the read says which.
+        let _ = c.wait_ready(true, t);
+    }
+    c.drain()
 }
 
 /// A pool, cleared for recycling.
