@@ -1563,6 +1563,8 @@ fn listen_cores_buckets_ratio_with_two_ports() {
 
 struct MemResult {
     rss_before: Vec<u64>,
+    /// After the first of the two measured runs.
+    rss_between: Vec<u64>,
     rss_after: Vec<u64>,
     fds_before: Vec<usize>,
     fds_after: Vec<usize>,
@@ -1604,18 +1606,24 @@ fn mem_run(mpm: Mpm, requests: u64, children: usize) -> MemResult {
     assert_eq!(k0.len(), children, "{mpm:?} children");
     let rss_before = k0.iter().map(|&p| rss_kb(p).unwrap()).collect();
     let fds_before = k0.iter().map(|&p| fd_count(p)).collect();
-    let t = Instant::now();
     let n = requests.to_string();
-    let r = run_ab(&["-q", "-k", "-n", &n, "-c", "50"], &url);
-    r.assert_all_ok(requests);
-    eprintln!("{mpm:?}: {requests} requests in {:?}", t.elapsed());
-    sleep(Duration::from_millis(1000));
-    assert_eq!(kids(), k0, "{mpm:?}: children changed under load");
+    let measured_run = || {
+        let t = Instant::now();
+        let r = run_ab(&["-q", "-k", "-n", &n, "-c", "50"], &url);
+        r.assert_all_ok(requests);
+        eprintln!("{mpm:?}: {requests} requests in {:?}", t.elapsed());
+        sleep(Duration::from_millis(1000));
+        assert_eq!(kids(), k0, "{mpm:?}: children changed under load");
+    };
+    measured_run();
+    let rss_between = k0.iter().map(|&p| rss_kb(p).unwrap()).collect();
+    measured_run();
     let rss_after = k0.iter().map(|&p| rss_kb(p).unwrap()).collect();
     let fds_after = k0.iter().map(|&p| fd_count(p)).collect();
     assert!(crash_lines(&s.error_log()).is_empty());
     MemResult {
         rss_before,
+        rss_between,
         rss_after,
         fds_before,
         fds_after,
@@ -1635,16 +1643,17 @@ fn memory_after_200k_requests_matches_the_stock_worker() {
     let stock = mem_run(Mpm::Worker, REQUESTS, children);
     let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
     eprintln!(
-        "{}: RSS kB before {:?} after {:?}, fds {:?} -> {:?}",
+        "{}: RSS kB before {:?} between {:?} after {:?}, fds {:?} -> {:?}",
         Mpm::under_test().name(),
         ours.rss_before,
+        ours.rss_between,
         ours.rss_after,
         ours.fds_before,
         ours.fds_after
     );
     eprintln!(
-        "worker: RSS kB before {:?} after {:?}, fds {:?} -> {:?}",
-        stock.rss_before, stock.rss_after, stock.fds_before, stock.fds_after
+        "worker: RSS kB before {:?} between {:?} after {:?}, fds {:?} -> {:?}",
+        stock.rss_before, stock.rss_between, stock.rss_after, stock.fds_before, stock.fds_after
     );
     assert_eq!(
         ours.fds_before, ours.fds_after,
@@ -1662,8 +1671,17 @@ fn memory_after_200k_requests_matches_the_stock_worker() {
         o <= w * 1.10,
         "children's RSS after {REQUESTS} requests: {o:.0} kB, stock worker {w:.0} kB (more than 10 % above)"
     );
-    // No growth with the request count beyond the stock worker's own.
-    let growth = |m: &MemResult| mean(&m.rss_after) - mean(&m.rss_before);
+    // No growth with the request count beyond the stock worker's own. A leak grows the
+    // children in both measured runs alike; what the first run adds once and the second
+    // does not (a thread's first connection, a pool made when more connections overlapped
+    // than before, malloc's arenas filling) is not one. Parked connections move between
+    // threads, so how much of that the warm-up already did varies from run to run (0 to
+    // 650 kB seen): the smaller of the two runs' growths is what scales with requests.
+    let growth = |m: &MemResult| {
+        let first = mean(&m.rss_between) - mean(&m.rss_before);
+        let second = mean(&m.rss_after) - mean(&m.rss_between);
+        first.min(second)
+    };
     assert!(
         growth(&ours) <= growth(&stock).max(0.0) + 0.05 * w,
         "RSS grew by {:.0} kB per child under load (stock worker {:.0} kB)",
