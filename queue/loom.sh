@@ -18,7 +18,7 @@ run() {
 }
 echo "== loom: spinning regime (wake token only)"
 RWORKER_LOOM_SLEEP_LONG=0 run loom "$@"
-echo "== loom: parking models (claim word, timeout FIFOs, re-park under a filed entry, wake-all on stop)"
+echo "== loom: parking models (claim word, timeout FIFOs, re-park under a filed entry, wake-all on stop, serial changes)"
 run loom_park "$@"
 echo "== loom: waiters sleep long (no spinning, extra wakes on), FdQueue models"
 if [ "$#" -eq 0 ]; then

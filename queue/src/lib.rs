@@ -31,6 +31,7 @@ mod park_slots;
 mod parker;
 mod pool_stack;
 mod queue_info;
+mod serial;
 mod sync;
 mod timeouts;
 
@@ -39,4 +40,5 @@ pub use fdqueue::{FdQueue, PopError, PushError};
 pub use park_slots::{ParkSlots, Reservation, Ticket};
 pub use parker::WaitStats;
 pub use queue_info::{QueueInfo, Terminated};
+pub use serial::{Holder, Serial};
 pub use timeouts::{Alarm, Expiry, Producer, Timeouts, NEVER};

@@ -1,7 +1,8 @@
 //! loom models of what a parking child's workers share (`RWorkerKeepAlive park`): the claim
 //! word of a parked connection ([`ParkSlots`]), the timeout FIFOs with lazy deletion
 //! ([`Timeouts`]), a re-park under a filed entry's ticket against that entry coming due,
-//! and the wake-all on stop ([`Drain`]). Run with `queue/loom.sh`.
+//! the wake-all on stop ([`Drain`]), and the changes to a child's registrations
+//! ([`Serial`]). Run with `queue/loom.sh`.
 //!
 //! A value claimed twice or lost shows up as a failed count, a read of a value that was not
 //! published as a causality violation, a waiter left asleep as a loom "deadlock".
@@ -10,7 +11,7 @@
 use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use rworker_queue::{Alarm, Bell, Drain, ParkSlots, Ticket, Timeouts, NEVER};
+use rworker_queue::{Alarm, Bell, Drain, ParkSlots, Serial, Ticket, Timeouts, NEVER};
 
 fn model<F: Fn() + Sync + Send + 'static>(bound: usize, f: F) {
     let mut builder = loom::model::Builder::new();
@@ -280,5 +281,50 @@ fn a_graceful_stop_wakes_every_idle_worker_once_the_last_connection_closes() {
             w.join().unwrap();
         }
         assert_eq!(drain.open(), 0);
+    });
+}
+
+/// Two threads ask for a change (each writes what it wants, then runs the serial) while
+/// neither waits for the other: no two changes run at once, and once both have returned,
+/// the last change read both requests. A requester that finds a holder returns at once, so
+/// a request the holder did not see would be lost for good.
+#[test]
+fn every_request_to_a_serial_is_seen_by_a_later_change_that_runs_alone() {
+    model(3, || {
+        let serial = Arc::new(Serial::new());
+        let asked = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let changing = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..2)
+            .map(|i| {
+                let (serial, asked, seen, changing) = (
+                    serial.clone(),
+                    asked.clone(),
+                    seen.clone(),
+                    changing.clone(),
+                );
+                thread::spawn(move || {
+                    // Relaxed, as a gate's request is: the serial must publish it.
+                    asked.fetch_or(1 << i, Ordering::Relaxed);
+                    serial.run(|_| {
+                        assert_eq!(
+                            changing.fetch_add(1, Ordering::Relaxed),
+                            0,
+                            "two changes at once"
+                        );
+                        seen.store(asked.load(Ordering::Relaxed), Ordering::Relaxed);
+                        changing.fetch_sub(1, Ordering::Relaxed);
+                    });
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            0b11,
+            "a request no change saw"
+        );
     });
 }
