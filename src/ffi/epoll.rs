@@ -14,9 +14,10 @@ pub enum Interest {
     /// Readable, level-triggered: the bell. While it is readable every wait returns it,
     /// one waiter after another.
     ReadLevel,
-    /// A listening socket that every child's set holds: reported once per new connection
-    /// (edge-triggered) to one set that has a waiter (`EPOLLEXCLUSIVE`). Such a
-    /// registration cannot be modified: deleting and adding it again polls the socket anew.
+    /// A listening socket (or the bucket's relay) that every child's set holds: reported
+    /// once per new connection (per write) to one set that has a waiter (edge-triggered,
+    /// `EPOLLEXCLUSIVE`). Such a registration cannot be modified: deleting and adding it
+    /// again polls the descriptor anew.
     ReadEdgeExclusive,
     /// Readable once (then disarmed until modified): a parked connection waiting for its
     /// next request or for the client's FIN, or the alarm.
@@ -115,6 +116,29 @@ impl WakeFd {
         } else {
             Ok(WakeFd(fd))
         }
+    }
+
+    /// A descriptor of this process's own for the eventfd `fd` (close-on-exec). Errors:
+    /// errno.
+    ///
+    /// # Safety
+    /// `fd` is an open eventfd (see [`WakeFd::into_raw`]).
+    pub unsafe fn duplicate(fd: RawFd) -> Result<WakeFd, i32> {
+        // SAFETY: F_DUPFD_CLOEXEC only duplicates the descriptor.
+        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            Err(errno())
+        } else {
+            Ok(WakeFd(dup))
+        }
+    }
+
+    /// Gives up ownership: the descriptor stays open for the rest of the process (and in
+    /// its children).
+    pub fn into_raw(self) -> RawFd {
+        let fd = self.0;
+        std::mem::forget(self);
+        fd
     }
 
     /// The descriptor, to register with the epoll set.

@@ -418,6 +418,21 @@ impl PolledListener {
         unsafe { accept_on(self.lr, ptrans) }
     }
 
+    /// Whether connections wait in the accept queue now (a poll that does not block).
+    ///
+    /// # Safety
+    /// [`PolledListener::close`] has not been called.
+    pub unsafe fn has_queued(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.os_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd of ours, on the listener's descriptor, open by the contract.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        n == 1 && p.revents & libc::POLLIN != 0
+    }
+
     /// Closes the child's copy of this one listening socket (other processes keep theirs).
     ///
     /// # Safety

@@ -14,6 +14,7 @@ use std::os::raw::c_int;
 use std::ptr::{self, addr_of_mut, NonNull};
 use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
+use crate::ffi::epoll::WakeFd;
 use crate::ffi::httpd::SingleThreaded;
 use crate::ffi::shm::SharedRows;
 use crate::sys;
@@ -45,6 +46,8 @@ struct Block {
     shared_rows: *mut c_void,
     shared_rows_len: c_int,
     file_limit_reported: c_int,
+    relays: *mut c_int,
+    relays_len: c_int,
 }
 
 /// Address of the block once looked up (see [`Retained::lookup`]).
@@ -278,6 +281,56 @@ impl Retained {
             let n = (*b).old_pods_len.max(0) as usize;
             (*b).old_pods_len = 0;
             (0..n).map(|i| ptr::read((*b).old_pods.add(i))).collect()
+        }
+    }
+
+    /// Makes sure buckets `0..buckets` each have a relay (`crate::mpm::parking`'s: an eventfd
+    /// made once, inherited by every child of every generation); one that cannot be made
+    /// now is tried again on the next pass. Errors: the errno of a failure.
+    pub fn ensure_relays(self, _: SingleThreaded, buckets: c_int) -> Result<(), i32> {
+        let b = self.0.as_ptr();
+        let n = buckets.max(0) as usize;
+        let mut result = Ok(());
+        // SAFETY: the block is live; the token excludes concurrent access (children read
+        // the array only after fork). ap_pglobal lives until exit; a grown array is
+        // written before it is published, and the old one (also in ap_pglobal) is
+        // abandoned.
+        unsafe {
+            let len = (*b).relays_len.max(0) as usize;
+            if (*b).relays.is_null() || len < n {
+                let bytes = std::mem::size_of::<c_int>() * n;
+                let fresh = sys::apr_palloc(sys::ap_pglobal, bytes as _) as *mut c_int;
+                for i in 0..n {
+                    let fd = if i < len { *(*b).relays.add(i) } else { -1 };
+                    ptr::write(fresh.add(i), fd);
+                }
+                (*b).relays = fresh;
+                (*b).relays_len = n as c_int;
+            }
+            for i in 0..n {
+                let slot = (*b).relays.add(i);
+                if *slot < 0 {
+                    match WakeFd::new() {
+                        Ok(w) => *slot = w.into_raw(),
+                        Err(e) => result = Err(e),
+                    }
+                }
+            }
+        }
+        result
+    }
+
+    /// Bucket `bucket`'s relay, if [`Retained::ensure_relays`] made one: an open eventfd.
+    pub fn relay(self, bucket: usize) -> Option<c_int> {
+        let b = self.0.as_ptr();
+        // SAFETY: the block is live; the array changes only in ensure_relays, in the
+        // parent's single-threaded phase, never while a child's threads run.
+        unsafe {
+            if (*b).relays.is_null() || bucket >= (*b).relays_len.max(0) as usize {
+                return None;
+            }
+            let fd = *(*b).relays.add(bucket);
+            (fd >= 0).then_some(fd)
         }
     }
 

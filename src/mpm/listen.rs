@@ -66,6 +66,15 @@ pub fn open(
     r.set_max_buckets(r.max_buckets().max(nb));
     r.set_num_buckets(nb);
     r.ensure_spawn_rates(token, r.max_buckets());
+    if settings::get().keep_alive == settings::KeepAliveMode::Park {
+        if let Err(e) = r.ensure_relays(token, r.max_buckets()) {
+            crate::mpm_log!(
+                level::WARNING | startup,
+                e,
+                "RW00044: could not make a bucket's relay (an eventfd): a connection whose wake a stopping child took may wait for the next one"
+            );
+        }
+    }
     BUCKETS.set(token, Some(b));
     true
 }

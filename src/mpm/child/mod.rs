@@ -14,6 +14,7 @@ mod starter;
 use std::os::raw::c_int;
 use std::time::Duration;
 
+use crate::ffi::epoll::WakeFd;
 use crate::ffi::httpd::{self, SingleThreaded};
 use crate::ffi::listen::{AcceptMutex, Listener as ListenSocket, PodMessage};
 use crate::ffi::log::level;
@@ -128,7 +129,14 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         KeepAliveMode::Park => std::mem::take(&mut sockets),
         KeepAliveMode::Thread => Vec::new(),
     };
-    let rt = match build_runtime(pconf, slot, st, parking_sockets) {
+    let relay = match st.keep_alive {
+        // SAFETY: a retained relay is an open eventfd (ensure_relays), inherited.
+        KeepAliveMode::Park => r
+            .relay(bucket as usize)
+            .and_then(|fd| unsafe { WakeFd::duplicate(fd) }.ok()),
+        KeepAliveMode::Thread => None,
+    };
+    let rt = match build_runtime(pconf, slot, st, parking_sockets, relay) {
         Ok(rt) => rt,
         Err(rv) => {
             crate::mpm_log!(
@@ -274,6 +282,7 @@ fn build_runtime(
     slot: c_int,
     st: settings::Settings,
     parking_sockets: Vec<ListenSocket>,
+    relay: Option<WakeFd>,
 ) -> Result<&'static ChildRuntime, i32> {
     let tpc = st.threads_per_child.max(1) as usize;
     let spawner = Spawner::new(
@@ -294,6 +303,7 @@ fn build_runtime(
             counters.gauges(),
             tpc,
             parking_sockets,
+            relay,
             pconf,
         )?),
         KeepAliveMode::Thread => None,

@@ -30,23 +30,29 @@
 //! If no worker waits in the set at that moment, the event stays in the set's ready list
 //! for the next one that waits.
 //!
+//! Taking the socket out of the set (and not adding it back) drops a new connection's
+//! event that the set took and no worker collected yet: the kernel told no other set of
+//! it. So if connections are queued right after that delete, the bucket's relay is rung
+//! (see `relay`), and a sibling's add polls them.
+//!
 //! Two things to keep straight without a lock:
-//! - Registration changes come from any worker (after each accept, or a close below the
-//!   open-file limit) and from the main thread (the stop). One thread at a time makes them
-//!   (`busy`, taken by swap); a thread that finds it taken leaves a request (`dirty`) that the
-//!   holder serves before it lets go, so every request is followed by a change made after it,
-//!   from the state of that moment ([`Gate::settle`]).
+//! - Registration changes come from any worker and from the main thread: they are made
+//!   under the child's `rworker_queue::Serial` ([`Gate::apply`] takes its [`Holder`]); a thread
+//!   asks for one with [`Gate::request`] first, so that the holder re-adds only the gates
+//!   that asked.
 //! - Closing the socket (a stop) must wait until no worker is in accept on it, and until it
 //!   is out of the set (an open description that other processes share stays registered
 //!   after our close, and could not be deleted any more). `inside` counts the workers in
-//!   accept with a CLOSING bit that keeps new ones out; the close happens in `settle`, by the
+//!   accept with a CLOSING bit that keeps new ones out; the close happens in `apply`, by the
 //!   holder, once the socket is out of the set and nobody is inside.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::ffi::epoll::{Epoll, Interest};
 use crate::ffi::listen::{Accepted, PolledListener};
 use crate::ffi::pool::Pool;
+use crate::mpm::parking::relay::Relay;
+use rworker_queue::Holder;
 
 /// `inside`: no worker may enter any more; the socket closes once the last one left.
 const CLOSING: u32 = 1 << 31;
@@ -59,13 +65,11 @@ pub struct Gate {
     key: u64,
     /// Workers in accept now, and CLOSING.
     inside: AtomicU32,
-    /// A thread is changing the registration.
-    busy: AtomicBool,
-    /// A change was asked for since the holder last looked.
-    dirty: AtomicBool,
-    /// Whether the socket is in the set (written only by the holder of `busy`).
+    /// A change was asked for since the holder last applied one.
+    requested: AtomicBool,
+    /// Whether the socket is in the set (read and written only under [`Holder`]).
     registered: AtomicBool,
-    /// Whether the child's copy is closed (read and written only by the holder of `busy`).
+    /// Whether the child's copy is closed (read and written only under [`Holder`]).
     closed: AtomicBool,
 }
 
@@ -75,14 +79,13 @@ pub struct Inside<'a> {
 }
 
 impl Gate {
-    /// `sock`, reported in the set with `key`; not registered yet (see [`Gate::settle`]).
+    /// `sock`, reported in the set with `key`; not registered yet (see [`Gate::apply`]).
     pub fn new(sock: PolledListener, key: u64) -> Gate {
         Gate {
             sock,
             key,
             inside: AtomicU32::new(0),
-            busy: AtomicBool::new(false),
-            dirty: AtomicBool::new(false),
+            requested: AtomicBool::new(false),
             registered: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         }
@@ -114,43 +117,34 @@ impl Gate {
     }
 
     /// No worker enters from now on; the socket closes once it is out of the set and the
-    /// last worker inside has left (the caller then settles the gate).
+    /// last worker inside has left (the caller then asks for a change and runs the serial).
     pub fn begin_close(&self) {
-        // Relaxed: settle's Acquire load of `inside` pairs with the leavers' Release; this
-        // bit only has to be in `inside`'s modification order before the settle that reads it.
+        // Relaxed: apply's Acquire load of `inside` pairs with the leavers' Release; this
+        // bit only has to be in `inside`'s modification order before the apply that reads
+        // it, which the serial's request (Release) and the holder's Acquire order.
         self.inside.fetch_or(CLOSING, Ordering::Relaxed);
     }
 
-    /// Brings the registration in line with `wanted()` (evaluated by whichever thread makes
-    /// the change, at that moment): in the set (deleted and added again, which polls the
-    /// socket anew) or out of it; and closes the socket once it is closing, out of the set
-    /// and nobody is inside. Returns at once if another thread is making changes: that
-    /// thread makes one more for this call.
-    pub fn settle(&self, set: &Epoll, wanted: &dyn Fn() -> bool) {
-        // SeqCst store and swap against the holder's SeqCst store of `busy` and load of
-        // `dirty` (with a fence): either the holder sees this request, or this call gets
-        // `busy` itself.
-        self.dirty.store(true, Ordering::SeqCst);
-        loop {
-            if self.busy.swap(true, Ordering::SeqCst) {
-                return;
-            }
-            // Acquire: the previous holder's changes (its Release store of `busy`, read by
-            // our swap, orders them anyway); this swap only consumes the request.
-            while self.dirty.swap(false, Ordering::Acquire) {
-                self.apply(set, wanted);
-            }
-            self.busy.store(false, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            if !self.dirty.load(Ordering::SeqCst) {
-                return;
-            }
-        }
+    /// Whether [`Gate::begin_close`] was called.
+    pub fn is_closing(&self) -> bool {
+        // Relaxed: read by the holder after the serial's Acquire (see begin_close).
+        self.inside.load(Ordering::Relaxed) & CLOSING != 0
     }
 
-    /// One change, by the holder of `busy`.
-    fn apply(&self, set: &Epoll, wanted: &dyn Fn() -> bool) {
-        if self.closed.load(Ordering::Relaxed) {
+    /// Asks for this gate's registration to be brought in line by the next [`Gate::apply`]
+    /// (the caller then runs the serial).
+    pub fn request(&self) {
+        // Relaxed: published by the serial's Release request that follows.
+        self.requested.store(true, Ordering::Relaxed);
+    }
+
+    /// If a change was requested: brings the registration in line with `wanted()`
+    /// (evaluated now): in the set (deleted and added again, which polls the socket anew)
+    /// or out of it, ringing `relay` if connections are queued once it is out; and closes
+    /// the socket once it is closing, out of the set and nobody is inside.
+    pub fn apply(&self, _: &Holder, set: &Epoll, wanted: &dyn Fn() -> bool, relay: Option<&Relay>) {
+        // Relaxed: the serial's Acquire already ordered the request before this.
+        if !self.requested.swap(false, Ordering::Relaxed) || self.closed.load(Ordering::Relaxed) {
             return;
         }
         // Acquire: pairs with the leavers' Release, so their accepts are done before a close.
@@ -167,6 +161,12 @@ impl Gate {
         } else if was {
             let _ = set.delete(fd);
             self.registered.store(false, Ordering::Relaxed);
+            if let Some(relay) = relay {
+                // SAFETY: not closed (checked above; only the holder closes, below).
+                if unsafe { self.sock.has_queued() } {
+                    relay.ring();
+                }
+            }
         }
         if closing && inside & !CLOSING == 0 && !self.registered.load(Ordering::Relaxed) {
             // SAFETY: closing keeps workers out and none is inside (read with Acquire
@@ -192,7 +192,7 @@ impl Inside<'_> {
 
 impl Drop for Inside<'_> {
     fn drop(&mut self) {
-        // Release: pairs with the Acquire of the next serial enter and of settle's load
+        // Release: pairs with the Acquire of the next serial enter and of apply's load
         // before a close.
         self.gate.inside.fetch_sub(1, Ordering::Release);
     }

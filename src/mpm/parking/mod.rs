@@ -2,9 +2,10 @@
 //! event set (Leader/Followers, with the kernel as the dispatcher), and a connection holds a
 //! thread only while a request is served.
 //!
-//! The set holds the child's listening sockets (`gate`), a bell (an eventfd that wakes every
-//! worker when the child is done), an alarm (a timerfd for the earliest timeout) and every
-//! parked connection (one-shot). Each idle worker waits in `epoll_wait` for one event; the
+//! The set holds the child's listening sockets (`gate`), its bucket's relay (`relay`: an
+//! eventfd shared with the sibling children), a bell (an eventfd that wakes every worker when
+//! the child is done), an alarm (a timerfd for the earliest timeout) and every parked
+//! connection (one-shot). Each idle worker waits in `epoll_wait` for one event; the
 //! kernel wakes one waiter per event, and the worker handles what it woke for:
 //!
 //! - a listening socket: it accepts one connection (non-blocking) and serves it (one per
@@ -15,6 +16,8 @@
 //!   next request, or goes on with its lingering close;
 //! - the alarm: it pops what timed out (`rworker_queue::Timeouts`, FIFOs per worker and
 //!   timeout length, lazy deletion), claims each, and closes it;
+//! - the relay: a sibling may have dropped a new connection's wake (it stopped accepting
+//!   just then); it re-adds the listening sockets, and the add polls them;
 //! - the bell: the child is done, it leaves.
 //!
 //! A worker that finished a request parks the connection itself: it takes the connection's
@@ -36,12 +39,13 @@
 
 mod classes;
 mod gate;
+mod relay;
 
 use std::os::raw::c_int;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rworker_queue::{Alarm, Drain, ParkSlots, Producer, Ticket, Timeouts};
+use rworker_queue::{Alarm, Drain, ParkSlots, Producer, Serial, Ticket, Timeouts};
 
 use crate::ffi::async_conn::AsyncConn;
 use crate::ffi::epoll::{monotonic_ns, Epoll, Interest, TimerFd, WakeFd};
@@ -57,14 +61,17 @@ use crate::mpm::open_files;
 use crate::mpm::status::{Counter, Gauges};
 use classes::Classes;
 use gate::{Gate, Inside};
+use relay::Relay;
 
 /// The bell's key in the set.
 const BELL: u64 = u64::MAX;
 /// The alarm's key.
 const ALARM: u64 = u64::MAX - 1;
+/// The relay's key.
+const RELAY: u64 = u64::MAX - 2;
 /// Listening socket `i`'s key is `GATES - i` (tickets never come near: their low half is a
 /// descriptor number).
-const GATES: u64 = u64::MAX - 2;
+const GATES: u64 = u64::MAX - 3;
 
 /// Lingering close after the client was told we are done (httpd's `SECONDS_TO_LINGER`).
 const SHORT_LINGER: Duration = Duration::from_secs(2);
@@ -237,6 +244,10 @@ pub struct Parking {
     bell: WakeFd,
     timer: TimerFd,
     gates: Box<[Gate]>,
+    /// The bucket's relay (None if the parent could not make one).
+    relay: Option<Relay>,
+    /// Changes to the registrations of the gates and the relay.
+    serial: Serial,
     slots: ParkSlots<Parked>,
     /// Workers waiting in the set now.
     waiting: AtomicUsize,
@@ -265,14 +276,16 @@ pub struct Parking {
 
 impl Parking {
     /// The set for the child in scoreboard `slot` (its gauges `gauges`) with `workers`
-    /// workers, accepting on `sockets`, with pools under `pconf`. It holds at most as many
-    /// connections as its open-file limit leaves room for (`open_files`), and
-    /// MaxConnectionsPerChild. Errors: errno (no epoll set, eventfd or timerfd).
+    /// workers, accepting on `sockets` (told through its bucket's `relay`), with pools
+    /// under `pconf`. It holds at most as many connections as its open-file limit leaves
+    /// room for (`open_files`), and MaxConnectionsPerChild. Errors: errno (no epoll set,
+    /// eventfd or timerfd).
     pub fn new(
         slot: c_int,
         gauges: Gauges,
         workers: usize,
         sockets: Vec<ListenSocket>,
+        relay: Option<WakeFd>,
         pconf: ConfigPool,
     ) -> Result<Parking, i32> {
         let set = Epoll::new()?;
@@ -296,6 +309,8 @@ impl Parking {
             bell,
             timer,
             gates,
+            relay: relay.map(|bell| Relay::new(bell, RELAY)),
+            serial: Serial::new(),
             slots: ParkSlots::new(open_files::descriptor_ceiling()),
             waiting: AtomicUsize::new(0),
             timeouts: Timeouts::new(workers + 1, classes.len()),
@@ -321,11 +336,9 @@ impl Parking {
         })
     }
 
-    /// Puts the listening sockets in the set (once the first worker exists).
+    /// Puts the listening sockets and the relay in the set (once the first worker exists).
     pub fn start_accepting(&self) {
-        for g in self.gates.iter() {
-            self.settle(g);
-        }
+        self.settle_all();
     }
 
     /// An idle worker's wait: blocks until the set has an event for it, and handles it.
@@ -346,6 +359,15 @@ impl Parking {
             BELL if self.drain.woken(&self.bell) => Woken::Exit,
             BELL => Woken::Nothing,
             ALARM => self.expire(w),
+            RELAY => {
+                // A sibling may have dropped a new connection's wake: re-adding the gates
+                // polls them.
+                if let Some(r) = &self.relay {
+                    r.answer();
+                }
+                self.settle_all();
+                Woken::Nothing
+            }
             k if k <= GATES && GATES - k < self.gates.len() as u64 => {
                 let g = &self.gates[(GATES - k) as usize];
                 match g.enter() {
@@ -371,16 +393,40 @@ impl Parking {
         !self.drain.is_stopping() && !self.at_file_limit() && !self.budget.spent()
     }
 
-    /// Settles a gate's registration with [`Parking::accepting`] (see `gate`), and the
-    /// figures that show it.
+    /// Settles a gate's registration with [`Parking::accepting`] (see `gate`), the relay's,
+    /// and the figures that show them.
     fn settle(&self, g: &Gate) {
+        g.request();
+        self.apply_registrations();
+    }
+
+    /// [`Parking::settle`] for every gate.
+    fn settle_all(&self) {
+        for g in self.gates.iter() {
+            g.request();
+        }
+        self.apply_registrations();
+    }
+
+    fn apply_registrations(&self) {
         if self.at_file_limit() {
             // SeqCst fence after the flag: against `closed`'s fence before it reads the flag
             // (either the close sees it and settles again, or this settle sees the close).
             self.files_blocked.store(true, Ordering::Relaxed);
             fence(Ordering::SeqCst);
         }
-        g.settle(&self.set, &|| self.accepting());
+        let relay = self.relay.as_ref();
+        self.serial.run(|h| {
+            // A ring this set takes itself (its relay is still in) is passed on when the
+            // relay leaves the set too, so the order of the two does not matter.
+            for g in self.gates.iter() {
+                g.apply(h, &self.set, &|| self.accepting(), relay);
+            }
+            if let Some(r) = relay {
+                let closing = self.gates.iter().any(Gate::is_closing);
+                r.apply(h, &self.set, self.accepting() && !closing);
+            }
+        });
         scoreboard::set_not_accepting(self.slot, !self.accepting());
         // A stopping child accepts nothing anyway, and its slot may already be another
         // child's (the row goes with the slot): it reports 0. The parent counts a child at
@@ -783,9 +829,7 @@ impl Parking {
             && !self.at_file_limit()
             && self.files_blocked.swap(false, Ordering::Relaxed)
         {
-            for g in self.gates.iter() {
-                self.settle(g);
-            }
+            self.settle_all();
         }
     }
 
@@ -825,8 +869,8 @@ impl Parking {
     pub fn stop(&'static self, graceful: bool) {
         for g in self.gates.iter() {
             g.begin_close();
-            self.settle(g);
         }
+        self.settle_all();
         scoreboard::set_quiescing(self.slot);
         if !graceful {
             self.drain.exit(&self.bell);
@@ -865,8 +909,8 @@ impl Parking {
         }
         for g in self.gates.iter() {
             g.begin_close();
-            g.settle(&self.set, &|| false);
         }
+        self.settle_all();
     }
 
     /// Open connections now.
