@@ -59,7 +59,7 @@ impl Relay {
     /// leaves (see the module doc).
     pub fn apply(&self, _: &Holder, set: &Epoll, accepting: bool) {
         // Relaxed: only the holder reads and writes it, and holders are ordered by the
-        // serial's busy flag.
+        // serial's word (its Acquire on taking BUSY, Release on letting go).
         let was = self.registered.load(Ordering::Relaxed);
         if accepting && !was {
             let ok = set
