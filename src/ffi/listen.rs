@@ -10,6 +10,7 @@ use std::ptr::{self, NonNull};
 
 use crate::ffi::httpd::{ServerRec, SingleThreaded};
 use crate::ffi::pool::{ConfigPool, Pool};
+use crate::ffi::signal;
 use crate::ffi::socket::ClientSocket;
 use crate::sys;
 
@@ -278,7 +279,7 @@ pub fn close_fds(fds: &[RawFd]) {
 pub struct Pod(*mut sys::ap_pod_t);
 
 impl Pod {
-    /// Waits for a message on the pipe (a signal interrupts the wait).
+    /// Reads one message from the pipe (`None` for an empty one; see [`Pod::wait`]).
     pub fn check(self) -> PodMessage {
         // SAFETY: an open pod of this generation.
         let rv = unsafe { sys::ap_mpm_podx_check(self.0) } as u32;
@@ -289,31 +290,47 @@ impl Pod {
         }
     }
 
-    /// Waits up to `timeout` for the pipe to become readable, then reads it as
-    /// [`Pod::check`] does. `None` when nothing came in time or a signal interrupted the
-    /// wait. (If another child reads the message first, the read blocks as `check` does,
-    /// until the next message or a signal.)
-    pub fn wait(self, timeout: std::time::Duration) -> Option<PodMessage> {
+    /// Waits until the pipe or `bell` (a descriptor the caller clears) is readable, or
+    /// `sig` interrupts (unblocked for the wait only: [`signal::poll_unblocking`]); reads
+    /// the pipe, if readable, as [`Pod::check`] does. `None` when the bell rang or `sig`
+    /// came, or when a sibling read the message first (the read end is non-blocking in
+    /// the children: [`Pod::read_without_blocking`]).
+    pub fn wait(self, bell: RawFd, sig: c_int) -> Option<PodMessage> {
         let mut fd: sys::apr_os_file_t = -1;
         // SAFETY: an open pod of this generation; pod_in is its live read end.
         unsafe { sys::apr_os_file_get(&mut fd, (*self.0).pod_in) };
-        let mut p = libc::pollfd {
+        let mut fds = [fd, bell].map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
-            return None;
-        }
-        if p.revents & libc::POLLIN == 0 && p.revents & libc::POLLHUP != 0 {
+        });
+        signal::poll_unblocking(sig, &mut fds, None);
+        let pipe = fds[0].revents;
+        if pipe & libc::POLLIN == 0 && pipe & libc::POLLHUP != 0 {
             // Every write end is closed: the parent exited without telling this
             // generation to stop (a configuration pass failed during a graceful
             // restart, see `keep_pod_writers`). Stop as gracefully as if told.
             return Some(PodMessage::Graceful);
         }
-        Some(self.check())
+        (pipe & libc::POLLIN != 0).then(|| self.check())
+    }
+
+    /// In a child: makes the read end non-blocking. Every child of the bucket polls the
+    /// same pipe and one message wakes them all; those that lose the race for the byte
+    /// find the pipe empty and go back to their wait, instead of sleeping in `read` until
+    /// the next message, deaf to their own threads' requests (the main bell). The flag
+    /// belongs to the pipe, which only this generation's children read.
+    pub fn read_without_blocking(self) {
+        let mut fd: sys::apr_os_file_t = -1;
+        // SAFETY: an open pod of this generation; pod_in is its live read end, and
+        // F_SETFL only changes its file status flags.
+        unsafe {
+            sys::apr_os_file_get(&mut fd, (*self.0).pod_in);
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
     }
 
     /// In a child: closes its inherited copy of the write end (a child only reads its

@@ -104,17 +104,47 @@ pub fn unblock_for_this_thread(sig: c_int) {
     }
 }
 
+/// Waits until one of `fds` is readable or hung up, `timeout` passes (None: no limit), or
+/// a signal interrupts, with `sig` unblocked for the wait only (ppoll(2)); fills each
+/// `revents` and returns how many are set (0: time is up, or interrupted). A thread that
+/// keeps `sig` blocked outside such waits misses none: a `sig` sent while it ran is
+/// pending and interrupts the next wait as it begins, where with `sig` unblocked it would
+/// have run its handler just before the wait, and the wait would not see it.
+pub fn poll_unblocking(
+    sig: c_int,
+    fds: &mut [libc::pollfd],
+    timeout: Option<std::time::Duration>,
+) -> usize {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    // SAFETY: the sets are locals; fds is an exclusively borrowed pollfd array of this
+    // length; the timespec, if any, is a local.
+    let n = unsafe {
+        let mut during: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, ptr::null(), &mut during);
+        libc::sigdelset(&mut during, sig);
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec),
+            &during,
+        )
+    };
+    if n < 0 {
+        for p in fds.iter_mut() {
+            p.revents = 0;
+        }
+    }
+    n.max(0) as usize
+}
+
 /// Blocks every asynchronous signal in the calling thread, so threads created from now
 /// on inherit the blocked mask (`apr_setup_signal_thread`).
 pub fn block_all_in_this_thread() {
     // SAFETY: plain APR call, made before the child creates threads.
     unsafe { sys::apr_setup_signal_thread() };
-}
-
-/// Sends `sig` to this process (it reaches the one thread that has it unblocked).
-pub fn raise_in_process(sig: c_int) {
-    // SAFETY: kill(2) on our own pid.
-    unsafe { libc::kill(libc::getpid(), sig) };
 }
 
 /// Waits until SIGTERM or SIGINT arrives (all signals must be blocked in this thread).

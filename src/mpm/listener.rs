@@ -176,7 +176,7 @@ impl Listener {
         rt.handoff.term_queue();
         publish_wakes(rt, wakes_counted);
         scoreboard::set_quiescing(rt.slot);
-        rt.shutdown.mark_listener_gone();
+        rt.listener_left();
         if self_stop != StopMode::None {
             rt.ask_main_thread_to_stop(self_stop);
         }

@@ -80,7 +80,7 @@ pub fn run(
         if gone { status::DEAD } else { status::GRACEFUL },
     );
     drop(last_ptrans);
-    rt.threads.worker_exiting();
+    rt.worker_left();
 }
 
 /// How long a worker waits for the client's FIN before it parks a lingering close. Most

@@ -4,15 +4,17 @@
 //! death, and the stop: wake the threads, join them, exit.
 //!
 //! Thread roles and signal masks: every thread starts with all asynchronous signals
-//! blocked; the main thread unblocks SIGTERM (the parent's reaper, and the listener's
-//! "please stop" nudge), the listener unblocks LISTENER_SIGNAL (to break a blocking
-//! accept or poll), workers unblock WORKER_SIGNAL (to break a keep-alive read on an
-//! immediate stop). The handlers only interrupt: no SA_RESTART.
+//! blocked; the main thread unblocks SIGTERM (the parent's "now" during a stop) inside its
+//! waits only, which also watch its bell (`ChildRuntime::main_bell`: its own threads ask
+//! for a stop, the listener or the last worker left); the listener unblocks
+//! LISTENER_SIGNAL (to break a blocking accept or poll), workers unblock WORKER_SIGNAL (to
+//! break a keep-alive read on an immediate stop). The handlers only interrupt: no
+//! SA_RESTART.
 
 mod starter;
 
 use std::os::raw::c_int;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::ffi::epoll::WakeFd;
 use crate::ffi::httpd::{self, SingleThreaded};
@@ -20,7 +22,7 @@ use crate::ffi::listen::{AcceptMutex, Listener as ListenSocket, PodMessage};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::ffi::retained::Retained;
-use crate::ffi::thread::{self, Spawner};
+use crate::ffi::thread::Spawner;
 use crate::ffi::{panic, process, scoreboard, signal};
 use crate::mpm::handoff::Handoff;
 use crate::mpm::parking::Parking;
@@ -93,6 +95,7 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     buckets.close_other_buckets(bucket as usize);
     if !st.one_process {
         buckets.pod(bucket as usize).close_write_end();
+        buckets.pod(bucket as usize).read_without_blocking();
         crate::ffi::listen::close_fds(&r.take_old_pods(token));
     }
     scoreboard::reopen(&pchild);
@@ -319,66 +322,64 @@ fn build_runtime(
         threads: Threads::new(tpc),
         spawner,
         counters,
+        main_bell: WakeFd::new()?,
     })))
 }
 
-/// How long the main thread waits on the pipe of death before it looks at the stop state
-/// again: a bound on how late it notices a stop its own threads asked for if their SIGTERM
-/// nudge landed just before the wait began (a signal does not interrupt a wait that has
-/// not started yet).
-const POD_WAIT: Duration = Duration::from_millis(200);
-
-/// The main thread's wait: read the pipe of death; SIGTERM (the parent's reaper, or the
-/// nudge of a thread that asks the child to stop) interrupts the wait.
+/// The main thread's wait: read the pipe of death, until it says stop or the child's own
+/// threads ask (the main bell). SIGTERM stays blocked in this thread outside its waits
+/// (`ChildRuntime::wait_main_bell`), so one that comes between two waits is seen by the
+/// next.
 fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
     signal::latch_sigterm();
-    signal::unblock_for_this_thread(libc::SIGTERM);
     loop {
         // A thread may have asked before this thread got here (workers that accept for
-        // themselves can reach MaxConnectionsPerChild within milliseconds of the start).
+        // themselves can reach MaxConnectionsPerChild within milliseconds of the start);
+        // one that asks later rings the bell, which ends the wait.
         let asked = rt.shutdown.mode();
         if asked != StopMode::None {
             signal::take_sigterm();
             return asked;
         }
-        let msg = pod.wait(POD_WAIT).unwrap_or(PodMessage::None);
-        let asked = rt.shutdown.mode();
+        let msg = pod.wait(rt.main_bell.fd(), libc::SIGTERM);
+        rt.main_bell.clear();
         // A bare SIGTERM (someone signalling the child directly) changes nothing, as with
         // the stock worker: the parent stops children through the pipe of death. Once a
         // stop is under way, though, the parent's SIGTERM means "now" (see join_threads).
         signal::take_sigterm();
-        if asked != StopMode::None {
-            // Our own threads asked (the nudge was ours, not the parent's).
-            return asked;
-        }
         match msg {
-            PodMessage::Graceful => return StopMode::Graceful,
-            PodMessage::Restart => return StopMode::Ungraceful,
-            PodMessage::None => {}
+            Some(PodMessage::Graceful) => return StopMode::Graceful,
+            Some(PodMessage::Restart) => return StopMode::Ungraceful,
+            Some(PodMessage::None) | None => {}
         }
     }
 }
+
+/// How often the main thread nudges the listener again while it waits for it to leave (a
+/// nudge can land between the listener's stop check and its blocking call).
+const LISTENER_NUDGE_EVERY: Duration = Duration::from_millis(500);
 
 /// Joins the listener and the workers. A graceful stop waits for in-flight
 /// connections; a SIGTERM from the parent while waiting (GracefulShutdownTimeout
 /// expired, or `-k stop`) turns it into an immediate stop.
 fn join_threads(rt: &'static ChildRuntime, mut mode: StopMode) {
     if let Some(listener) = rt.threads.take_listener() {
-        // The listener may be between its stop check and a blocking call when the signal
-        // lands: nudge it again until it reports that it left its loop.
-        let mut tries = 0;
+        // The listener rings the main bell as it leaves. It may be between its stop check
+        // and a blocking call when the signal lands: nudge it again until it has left.
+        let mut nudges = 0;
         while !rt.shutdown.listener_gone() {
-            thread::sleep(Duration::from_millis(50));
-            tries += 1;
-            if tries % 10 == 0 {
-                rt.wake_listener();
-            }
-            if tries == 200 {
-                crate::mpm_log!(level::DEBUG, 0, "AH00276: the listener thread didn't exit");
-            }
+            let since = Instant::now();
+            rt.wait_main_bell(Some(LISTENER_NUDGE_EVERY));
             if signal::take_sigterm() && mode != StopMode::Ungraceful {
                 mode = StopMode::Ungraceful;
                 rt.signal_threads(mode);
+            }
+            if !rt.shutdown.listener_gone() && since.elapsed() >= LISTENER_NUDGE_EVERY {
+                rt.wake_listener();
+                nudges += 1;
+                if nudges == 20 {
+                    crate::mpm_log!(level::DEBUG, 0, "AH00276: the listener thread didn't exit");
+                }
             }
         }
         listener.join();
@@ -386,8 +387,9 @@ fn join_threads(rt: &'static ChildRuntime, mut mode: StopMode) {
         rt.handoff.term_queue();
     }
     if mode == StopMode::Graceful {
+        // The last worker rings the main bell as it leaves.
         while rt.threads.live_workers() > 0 {
-            thread::sleep(Duration::from_millis(100));
+            rt.wait_main_bell(None);
             if signal::take_sigterm() {
                 rt.signal_threads(StopMode::Ungraceful);
                 break;

@@ -15,6 +15,7 @@ pub use threads::{Threads, LISTENER_SIGNAL, WORKER_SIGNAL};
 
 use std::os::raw::c_int;
 
+use crate::ffi::epoll::WakeFd;
 use crate::ffi::retained::Retained;
 use crate::ffi::signal;
 use crate::ffi::socket;
@@ -45,15 +46,49 @@ pub struct ChildRuntime {
     pub spawner: &'static Spawner,
     /// What the child counts (its exit line, and server-status through shared memory).
     pub counters: ChildCounters,
+    /// Rung when the main thread has something to look at: a stop its own threads asked
+    /// for, the listener gone, the last worker gone. Only the main thread waits on it and
+    /// clears it.
+    pub main_bell: WakeFd,
 }
 
 impl ChildRuntime {
-    /// From the listener or the starter (MaxConnectionsPerChild reached, a thread could
-    /// not be created, accept broke): requests `mode` and nudges the main thread out of
-    /// its pipe-of-death read with SIGTERM (only the main thread has it unblocked).
+    /// From the listener, a worker or the starter (MaxConnectionsPerChild reached, a
+    /// thread could not be created, accept broke): requests `mode` and rings the main
+    /// thread out of its pipe-of-death wait.
     pub fn ask_main_thread_to_stop(&self, mode: StopMode) {
+        // The request comes first: the main thread re-reads the mode after each ring.
         self.shutdown.request(mode);
-        signal::raise_in_process(libc::SIGTERM);
+        self.main_bell.signal();
+    }
+
+    /// The listener reports that it left its loop, closed its listeners and terminated
+    /// the fdqueue; the main thread, which waits to join it, looks at once.
+    pub fn listener_left(&self) {
+        self.shutdown.mark_listener_gone();
+        self.main_bell.signal();
+    }
+
+    /// A worker exits (after its last scoreboard write); the last one rings the main
+    /// thread, which may wait for them all in a graceful stop.
+    pub fn worker_left(&self) {
+        if self.threads.worker_exiting() {
+            self.main_bell.signal();
+        }
+    }
+
+    /// The main thread waits for its bell (or up to `timeout`), with SIGTERM unblocked
+    /// for the wait only: a SIGTERM from the parent that came before the wait began ends
+    /// it at once (see `signal::poll_unblocking`); [`signal::take_sigterm`] says whether
+    /// one came. Clears the bell.
+    pub fn wait_main_bell(&self, timeout: Option<std::time::Duration>) {
+        let mut fds = [libc::pollfd {
+            fd: self.main_bell.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        signal::poll_unblocking(libc::SIGTERM, &mut fds, timeout);
+        self.main_bell.clear();
     }
 
     /// Wakes the listener wherever it blocks: waiting for an idle worker (queue_info

@@ -131,11 +131,12 @@ impl Threads {
         self.live_workers.fetch_sub(1, Ordering::Release);
     }
 
-    /// Called by a worker as it exits, after its last scoreboard write.
-    pub fn worker_exiting(&self) {
+    /// Called by a worker as it exits, after its last scoreboard write; true for the last
+    /// worker running.
+    pub fn worker_exiting(&self) -> bool {
         // Release: the main thread that reads 0 (Acquire) sees every worker's last writes
         // before it goes on to exit the child.
-        self.live_workers.fetch_sub(1, Ordering::Release);
+        self.live_workers.fetch_sub(1, Ordering::Release) == 1
     }
 
     /// Worker threads running now.
