@@ -708,6 +708,48 @@ fn max_connections_per_child_counts_keepalive_connections_not_requests() {
     s.assert_no_warnings_in_error_log();
 }
 
+/// A child that retires at MaxConnectionsPerChild leaves its share of new clients in the
+/// backlog until another child accepts. The stock worker forks one at its next maintenance
+/// cycle (up to a second later); rworker's parent forks the replacement as it reaps the
+/// child, when the bucket is short of idle threads without it (RW00045).
+#[test]
+fn a_retired_child_is_replaced_as_it_is_reaped() {
+    if Mpm::under_test() != Mpm::Rworker {
+        eprintln!("skipped: reads rworker's RW00045 lines");
+        return;
+    }
+    const REQUESTS: usize = 20;
+    // One child of 5 threads, MinSpareThreads 5: a live child is enough for maintenance,
+    // and every retirement leaves the server short.
+    let opts = ServerOpts::default()
+        .start_servers(1)
+        .threads_per_child(5)
+        .max_request_workers(10)
+        .spare_threads(5, 1000)
+        .keep_alive(false)
+        .max_connections_per_child(1);
+    let s = Server::start(opts);
+    for i in 0..REQUESTS {
+        let (code, _) = http_get(&s.url("/index.html")).unwrap_or_else(|e| panic!("GET {i}: {e}"));
+        assert_eq!(code, 200, "GET {i}");
+    }
+    // Every request ended a child; the last one's exit line comes after its response.
+    let retired = || count(&s.error_log(), "RW00010");
+    wait_until(Duration::from_secs(15), || retired() >= REQUESTS);
+    let log = s.error_log();
+    assert!(retired() >= REQUESTS, "children retired: {}\n{log}", retired());
+    // A maintenance cycle that runs while a child is between its last response and its
+    // exit forks for it instead (then the reaped child leaves enough threads behind); it
+    // runs once a second and that window lasts milliseconds, so it takes a few at most.
+    let replaced = count(&log, "RW00045");
+    assert!(
+        replaced >= REQUESTS / 2,
+        "{replaced} of {REQUESTS} retired children were replaced as they were reaped\n{log}"
+    );
+    assert!(s.zombie_children().is_empty(), "zombies");
+    s.assert_no_warnings_in_error_log();
+}
+
 // ------------------------------------------------------------------------------------------
 // 4. kill -9 of a child under load
 

@@ -214,6 +214,23 @@ pub fn decide(c: &Census, l: &Limits, last_bucket: bool, m: &mut Memory) -> Deci
     Decision { action, lines }
 }
 
+/// A child of the current generation exited on its own (it reached MaxConnectionsPerChild,
+/// or a cycle shed it): the slot to fork its replacement into now, rather than at the next
+/// cycle, when its bucket is short of idle threads without it (`c` counts the bucket after
+/// the exit). A shed child is not replaced: MaxSpareThreads is at least MinSpareThreads +
+/// ThreadsPerChild, so the threads left after a shed stay above MinSpareThreads.
+///
+/// One fork per exit, so forks follow exits, and each exit is a child that served (a child
+/// that cannot start exits sick or fatal, never here). The spawn rate, which paces growth
+/// under new load, is neither used nor changed.
+pub fn replacement(c: &Census, l: &Limits) -> Option<c_int> {
+    if c.idle_threads < l.min_idle() {
+        c.free_slots.first().copied()
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +266,21 @@ mod tests {
             at_file_limit: 0,
             parked: 0,
         }
+    }
+
+    #[test]
+    fn a_child_that_retired_is_replaced_at_once_only_where_threads_are_short() {
+        // Short of MinSpareThreads (75) without it: the first free slot, whatever the
+        // spawn rate says.
+        assert_eq!(replacement(&census(50, 100, &[3, 7]), &L), Some(3));
+        // Short, but no slot (MaxRequestWorkers): the next cycle reports it.
+        assert_eq!(replacement(&census(50, 400, &[]), &L), None);
+        // Enough idle threads without it (a shed child, or a quiet server): no fork.
+        assert_eq!(replacement(&census(75, 25, &[3]), &L), None);
+        // Two buckets: each counts against its half of MinSpareThreads.
+        let two = Limits { num_buckets: 2, ..L };
+        assert_eq!(replacement(&census(37, 25, &[4]), &two), None);
+        assert_eq!(replacement(&census(36, 25, &[4]), &two), Some(4));
     }
 
     #[test]

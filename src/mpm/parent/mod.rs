@@ -23,7 +23,7 @@ use crate::ffi::pool::ConfigPool;
 use crate::ffi::process;
 use crate::ffi::retained::Retained;
 use crate::ffi::{scoreboard, signal, thread};
-use crate::mpm::parent::census::Scope;
+use crate::mpm::parent::census::{Census, Scope};
 use crate::mpm::parent::maintenance::{Action, Limits, Line, Memory};
 use crate::mpm::{child, listen as mpm_listen, open_files, settings, status};
 use crate::sys;
@@ -250,21 +250,19 @@ impl Parent {
         signal::default_action(libc::SIGCHLD);
     }
 
-    /// One maintenance cycle for `bucket`: census, decision, action. Returns false when
-    /// the server gives up (the remaining buckets are not looked at).
-    fn idle_maintenance(&mut self, bucket: c_int, nb: c_int) -> bool {
+    /// `bucket`'s census, looking for at most `spawn_rate` free slots, and the limits it is
+    /// judged by.
+    fn census(&self, bucket: c_int, nb: c_int, spawn_rate: c_int) -> (Census, Limits) {
         let st = settings::get();
-        let r = self.r;
         let scope = Scope {
             bucket,
             num_buckets: nb,
             daemons_limit: st.daemons_limit,
-            max_daemons_limit: r.max_daemons_limit(),
+            max_daemons_limit: self.r.max_daemons_limit(),
             server_limit: scoreboard::slots(),
-            spawn_rate: r.spawn_rate(bucket as usize),
-            generation: r.my_generation(),
+            spawn_rate,
+            generation: self.r.my_generation(),
         };
-        let census = census::take(&scope, st.threads_per_child);
         let limits = Limits {
             daemons_limit: st.daemons_limit,
             threads_per_child: st.threads_per_child,
@@ -272,8 +270,43 @@ impl Parent {
             max_spare_threads: st.max_spare_threads,
             num_buckets: nb,
         };
+        (census::take(&scope, st.threads_per_child), limits)
+    }
+
+    /// A child of this generation left `bucket` on its own (reaped just now): fork its
+    /// replacement at once where the bucket is short of idle threads without it
+    /// (`maintenance::replacement`). The stock worker waits for the next cycle, up to a
+    /// second in which the child's share of new clients waits in the backlog; under
+    /// MaxConnectionsPerChild that is every child's end.
+    fn replace_retired(&mut self, pid: sys::pid_t, bucket: c_int) {
+        let r = self.r;
+        if r.shutdown_pending() != 0 || r.restart_pending() != 0 {
+            return;
+        }
+        let nb = mpm_listen::buckets().num_buckets() as c_int;
+        let bucket = bucket.max(0) % nb;
+        let (census, limits) = self.census(bucket, nb, 1);
+        if let Some(slot) = maintenance::replacement(&census, &limits) {
+            if let Some(new) = self.make_child(slot, bucket) {
+                crate::mpm_log!(
+                    level::DEBUG,
+                    0,
+                    "RW00045: child {pid} retired and left {} idle threads in its bucket, fewer than MinSpareThreads {} / {nb} bucket(s): child {new} replaces it in slot {slot} now",
+                    census.idle_threads,
+                    limits.min_spare_threads
+                );
+            }
+        }
+    }
+
+    /// One maintenance cycle for `bucket`: census, decision, action. Returns false when
+    /// the server gives up (the remaining buckets are not looked at).
+    fn idle_maintenance(&mut self, bucket: c_int, nb: c_int) -> bool {
+        let r = self.r;
+        let spawn_rate = r.spawn_rate(bucket as usize);
+        let (census, limits) = self.census(bucket, nb, spawn_rate);
         let mut m = Memory {
-            spawn_rate: scope.spawn_rate,
+            spawn_rate,
             hold_off: r.hold_off_on_exponential_spawning(),
             sick_child_detected: r.sick_child_detected() != 0,
             healthy_child_seen: r.healthy_child_seen() != 0,

@@ -1,7 +1,8 @@
 //! Forking children into scoreboard slots, and what the parent does when one exits:
 //! free its slot, note sickness or fatality, and replace it at once where a child is
 //! owed (one killed by a signal; after a graceful restart, the new generation's
-//! children that found no free slot yet).
+//! children that found no free slot yet; one that retired on its own while its bucket
+//! is short of idle threads).
 
 use std::os::raw::c_int;
 use std::time::Duration;
@@ -120,6 +121,8 @@ impl Parent {
             } else if self.owed_children() > 0 {
                 // An old child left after a graceful restart: its slot takes a new one now.
                 self.make_child(slot, slot % nb);
+            } else if current && processed == 0 && !e.by_signal() {
+                self.replace_retired(e.pid(), bucket);
             }
             return;
         }
