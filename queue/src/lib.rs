@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 mod adaptive_spin;
+mod budget;
 mod drain;
 mod fdqueue;
 mod park_slots;
@@ -35,6 +36,7 @@ mod serial;
 mod sync;
 mod timeouts;
 
+pub use budget::ConnectionBudget;
 pub use drain::{Bell, Drain};
 pub use fdqueue::{FdQueue, PopError, PushError};
 pub use park_slots::{ParkSlots, Reservation, Ticket};

@@ -1,8 +1,9 @@
 //! loom models of what a parking child's workers share (`RWorkerKeepAlive park`): the claim
 //! word of a parked connection ([`ParkSlots`]), the timeout FIFOs with lazy deletion
 //! ([`Timeouts`]), a re-park under a filed entry's ticket against that entry coming due,
-//! the wake-all on stop ([`Drain`]), and the changes to a child's registrations
-//! ([`Serial`]). Run with `queue/loom.sh`.
+//! the wake-all on stop ([`Drain`]), the changes to a child's registrations
+//! ([`Serial`]), and MaxConnectionsPerChild's reservations ([`ConnectionBudget`], which
+//! accepting workers of either mode share). Run with `queue/loom.sh`.
 //!
 //! A value claimed twice or lost shows up as a failed count, a read of a value that was not
 //! published as a causality violation, a waiter left asleep as a loom "deadlock".
@@ -11,7 +12,9 @@
 use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use rworker_queue::{Alarm, Bell, Drain, ParkSlots, Serial, Ticket, Timeouts, NEVER};
+use rworker_queue::{
+    Alarm, Bell, ConnectionBudget, Drain, ParkSlots, Serial, Ticket, Timeouts, NEVER,
+};
 
 fn model<F: Fn() + Sync + Send + 'static>(bound: usize, f: F) {
     let mut builder = loom::model::Builder::new();
@@ -326,5 +329,43 @@ fn every_request_to_a_serial_is_seen_by_a_later_change_that_runs_alone() {
             0b11,
             "a request no change saw"
         );
+    });
+}
+
+/// The last connection of a child's budget is reserved by one worker; another finds none
+/// and sleeps. The first worker's accept gives nothing, so it gives the reservation back:
+/// the sleeper must wake and take it (a sleeper left asleep shows as a deadlock).
+#[test]
+fn a_reservation_given_back_reaches_a_worker_waiting_for_one() {
+    model(3, || {
+        let budget = Arc::new(ConnectionBudget::new(1));
+        assert!(budget.reserve());
+        let waiter = {
+            let budget = budget.clone();
+            thread::spawn(move || budget.reserve_or_wait())
+        };
+        budget.release();
+        assert!(waiter.join().unwrap(), "the waiter took the reservation");
+        assert!(!budget.reserve(), "one reservation, held by the waiter");
+    });
+}
+
+/// Two workers wait for a reservation when the child stops: the close must send both away
+/// empty-handed, whatever the order.
+#[test]
+fn closing_a_budget_wakes_every_worker_waiting_on_it() {
+    model(2, || {
+        let budget = Arc::new(ConnectionBudget::new(1));
+        assert!(budget.reserve());
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let budget = budget.clone();
+                thread::spawn(move || budget.reserve_or_wait())
+            })
+            .collect();
+        budget.close();
+        for w in waiters {
+            assert!(!w.join().unwrap(), "nothing to reserve after the close");
+        }
     });
 }

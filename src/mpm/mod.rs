@@ -9,8 +9,8 @@
 //! - `listener`, `worker`: the two kinds of thread that serve; `worker_accept`: idle
 //!   workers that accept for themselves, without the listener (`RWorkerAccept workers`);
 //!   `parking`: a parking child's event set, which its idle workers wait on
-//!   (`RWorkerKeepAlive park`); `connection_budget`: MaxConnectionsPerChild where several
-//!   threads accept;
+//!   (`RWorkerKeepAlive park`); both keep MaxConnectionsPerChild with
+//!   `rworker_queue::ConnectionBudget`;
 //! - `runtime`: what a child's threads share (stop state, thread registry, counters);
 //! - `handoff`, `conn`: the listener → worker hand-off (idle workers, recycled pools)
 //!   and the connection that travels through it;
@@ -21,7 +21,6 @@
 pub mod child;
 pub mod config_pass;
 pub mod conn;
-pub mod connection_budget;
 pub mod directives;
 pub mod handoff;
 pub mod listen;

@@ -15,11 +15,12 @@
 
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 
+use rworker_queue::ConnectionBudget;
+
 use crate::ffi::listen::{Accepted, SharedListener};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::mpm::conn::Conn;
-use crate::mpm::connection_budget::ConnectionBudget;
 use crate::mpm::runtime::{ChildRuntime, StopMode, Threads, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
 
@@ -74,13 +75,10 @@ impl WorkerAccept {
     /// (its pool from the last connection, cleared) or a new pool.
     pub fn next(&self, rt: &ChildRuntime, t: usize, ptrans: Option<Pool>) -> Next {
         // MaxConnectionsPerChild: only as many workers wait in accept as connections are
-        // left. The others (only in a child's last ThreadsPerChild connections) look again
-        // shortly: a connection comes, or a stop.
-        while !self.budget.reserve() {
-            if rt.shutdown.is_stopping() {
-                return Next::Stop;
-            }
-            std::thread::sleep(BUDGET_RETRY);
+        // left. The others (only in a child's last ThreadsPerChild connections) sleep until
+        // a reservation comes back or the child stops (`leave` closes the budget).
+        if !self.budget.reserve_or_wait() {
+            return Next::Stop;
         }
         let (mut pool, source) = match ptrans {
             Some(p) => (p, Counter::PoolsReused),
@@ -156,6 +154,9 @@ impl WorkerAccept {
     /// each leaves at once (no wait for clients).
     pub fn leave(&self, rt: &ChildRuntime) {
         rt.shutdown.request(StopMode::Graceful);
+        // Workers waiting for a connection to reserve leave too (after the request: one
+        // that then reserves sees the stop after announcing itself, below).
+        self.budget.close();
         let mut tries = 0u32;
         while self.signal_accepting(&rt.threads) > 0 {
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -211,5 +212,3 @@ impl WorkerAccept {
     }
 }
 
-/// How long a worker that found no connection left to reserve waits before it looks again.
-const BUDGET_RETRY: std::time::Duration = std::time::Duration::from_millis(10);

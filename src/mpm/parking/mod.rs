@@ -45,7 +45,9 @@ use std::os::raw::c_int;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rworker_queue::{Alarm, Drain, ParkSlots, Producer, Serial, Ticket, Timeouts};
+use rworker_queue::{
+    Alarm, ConnectionBudget, Drain, ParkSlots, Producer, Serial, Ticket, Timeouts,
+};
 
 use crate::ffi::async_conn::AsyncConn;
 use crate::ffi::epoll::{monotonic_ns, Epoll, Interest, TimerFd, WakeFd};
@@ -55,7 +57,6 @@ use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::ffi::scoreboard::{self, AsyncField};
 use crate::mpm::conn::Conn;
-use crate::mpm::connection_budget::ConnectionBudget;
 use crate::mpm::handoff::Handoff;
 use crate::mpm::open_files;
 use crate::mpm::status::{Counter, Gauges};
