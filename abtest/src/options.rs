@@ -89,6 +89,9 @@ pub struct Options {
     pub max_workers: Option<u32>,
     /// `--debian-sizing`: Debian's default MPM sizing (see the usage text).
     pub debian_sizing: bool,
+    /// `--max-connections-per-child N`: MaxConnectionsPerChild N for every MPM alike (child
+    /// churn under load: each child retires after N connections).
+    pub max_connections_per_child: Option<u32>,
     /// `--percon`: skip the `perf stat` pass (`--no-perf`); the kinds then come from strace.
     pub no_perf: bool,
     /// `--memory`: instead of the matrix, resident memory per idle keep-alive connection.
@@ -115,6 +118,9 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --debian-sizing      Debian's mpm_*.conf instead, for every MPM alike: StartServers 2,
                        MinSpareThreads 25, MaxSpareThreads 75, ThreadsPerChild 25,
                        MaxRequestWorkers 150, ServerLimit 16 (the parent forks and sheds)
+  --max-connections-per-child N
+                       MaxConnectionsPerChild N for every MPM alike (default 0): children
+                       retire after N connections and are replaced during the runs
   --sizes LIST         payload sizes in bytes (default 1,4096,102400)
   --clients LIST       concurrent connections (default 50,100,400)
   --modes LIST         keepalive,close (default both)
@@ -243,6 +249,7 @@ impl Options {
             percon,
             max_workers: None,
             debian_sizing: false,
+            max_connections_per_child: None,
             requests: 5000,
             cpu_requests: 20000,
             keep_traces: false,
@@ -282,6 +289,12 @@ impl Options {
                         bail!("--max-workers {n}: must be a multiple of 25 from 25 to 1600");
                     }
                     o.max_workers = Some(n);
+                }
+                "--max-connections-per-child" => {
+                    let n: u32 = value()?.parse().map_err(|_| {
+                        Error("--max-connections-per-child takes a number".into())
+                    })?;
+                    o.max_connections_per_child = Some(n);
                 }
                 "--out" => o.out = PathBuf::from(value()?),
                 "--no-build" => o.no_build = true,
@@ -388,6 +401,14 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn max_connections_per_child_goes_with_either_sizing() {
+        let o = Options::parse(&args("--debian-sizing --max-connections-per-child 5"))
+            .expect("parse");
+        assert_eq!(o.max_connections_per_child, Some(5));
+        assert!(Options::parse(&args("--max-connections-per-child x")).is_err());
     }
 
     #[test]

@@ -197,11 +197,14 @@ impl Plan {
                 if shutdown::interrupted() {
                     return Err(Error("interrupted".into()));
                 }
-                let overrides = match (o.max_workers, o.debian_sizing) {
+                let mut overrides = match (o.max_workers, o.debian_sizing) {
                     (Some(n), _) => worker_limit(n),
                     (None, true) => debian_sizing(),
                     (None, false) => Vec::new(),
                 };
+                if let Some(n) = o.max_connections_per_child {
+                    overrides.push(("MaxConnectionsPerChild", n.to_string()));
+                }
                 let so = match (mpm.is_baseline(), baseline_so) {
                     (true, Some(b)) => b,
                     _ => rworker_so,

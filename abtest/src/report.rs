@@ -315,6 +315,13 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
              MaxRequestWorkers 500, spare limits that neither fork nor retire)"
             .to_string(),
     };
+    let sizing = match o.max_connections_per_child {
+        Some(n) => format!(
+            "{sizing}; MaxConnectionsPerChild {n} (`--max-connections-per-child`), so \
+             children retire and are replaced throughout the runs"
+        ),
+        None => sizing,
+    };
     let _ = writeln!(
         m,
         "Config: `apache-conf/ab/` (identical but for the MPM's LoadModule line): {sizing}, \
