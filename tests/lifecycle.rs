@@ -143,6 +143,41 @@ fn stop_ends_every_process_quickly() {
     s.assert_no_warnings_in_error_log();
 }
 
+/// A child that retires (here at MaxConnectionsPerChild 1) finishes the download it serves
+/// even if someone sends it SIGTERM: only the parent's SIGTERM, during a stop, means "now".
+/// The stock worker ignores such a signal too; rworker used to cut the download at once.
+#[test]
+fn a_stray_sigterm_does_not_cut_a_retiring_childs_download() {
+    let s = Server::start(ServerOpts::default().max_connections_per_child(1));
+    let mut c = RawConn::connect(&s.addr());
+    c.send(b"GET /64m.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let (status, _) = c.read_head();
+    assert_eq!(status, 200);
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut got: u64 = 0;
+    while got < 4 * 1024 * 1024 {
+        let n = c.read_some(&mut buf).expect("read download");
+        assert!(n > 0, "download cut at {got} bytes before the signal");
+        got += n as u64;
+    }
+    // Every child, the retiring one among them (it is the one serving this download).
+    for pid in s.children() {
+        // SAFETY: plain kill(2) on a child of this test's own server.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    sleep(Duration::from_millis(500));
+    loop {
+        match c.read_some(&mut buf).expect("read download") {
+            0 => break,
+            n => got += n as u64,
+        }
+    }
+    assert_eq!(got, SIXTY_FOUR_MB, "the download was cut by a stray SIGTERM");
+    // And the server serves on.
+    let (code, _) = http_get(&s.url("/index.html")).expect("GET after the signals");
+    assert_eq!(code, 200);
+}
+
 #[test]
 fn graceful_stop_lets_a_download_finish() {
     let s = Server::start(ServerOpts::default());

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::sys;
 
-/// Set by the SIGTERM handler that [`latch_sigterm`] installs.
+/// Set by the SIGTERM handler that [`latch_parents_sigterm`] installs.
 static SIGTERM_SEEN: AtomicBool = AtomicBool::new(false);
 
 /// Set by the SIGCHLD handler that [`note_child_exits`] installs.
@@ -19,10 +19,19 @@ static CHILD_EXITED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn do_nothing(_sig: c_int) {}
 
-extern "C" fn note_sigterm(_sig: c_int) {
-    // Relaxed: the flag carries no data; the thread that tests it re-reads everything it
-    // acts on through its own synchronisation.
-    SIGTERM_SEEN.store(true, Ordering::Relaxed);
+extern "C" fn note_parents_sigterm(
+    _sig: c_int,
+    info: *mut libc::siginfo_t,
+    _context: *mut libc::c_void,
+) {
+    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler; si_pid is
+    // defined for a signal sent by kill(2), and getppid is async-signal-safe.
+    let from_parent = !info.is_null() && unsafe { (*info).si_pid() == libc::getppid() };
+    if from_parent {
+        // Relaxed: the flag carries no data; the thread that tests it re-reads everything
+        // it acts on through its own synchronisation.
+        SIGTERM_SEEN.store(true, Ordering::Relaxed);
+    }
 }
 
 extern "C" fn note_sigchld(_sig: c_int) {
@@ -61,9 +70,21 @@ pub fn exit_on(sig: c_int) {
     install(sig, exit_now);
 }
 
-/// SIGTERM sets a latch that [`take_sigterm`] reads and clears.
-pub fn latch_sigterm() {
-    install(libc::SIGTERM, note_sigterm);
+/// SIGTERM from the parent process sets a latch that [`take_sigterm`] reads and clears;
+/// from anyone else it only interrupts (a stray `kill` of a child, which the stock worker
+/// ignores, must not cut the connections a retiring child still serves).
+pub fn latch_parents_sigterm() {
+    // SAFETY: a zeroed sigaction is valid once its fields are set; the handler is
+    // async-signal-safe; no SA_RESTART, so blocking calls see EINTR.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = note_parents_sigterm
+            as extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void)
+            as libc::sighandler_t;
+        sa.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGTERM, &sa, ptr::null_mut());
+    }
 }
 
 /// Whether SIGTERM arrived since the last call (clears the latch).

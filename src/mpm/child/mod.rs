@@ -331,7 +331,7 @@ fn build_runtime(
 /// (`ChildRuntime::wait_main_bell`), so one that comes between two waits is seen by the
 /// next.
 fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
-    signal::latch_sigterm();
+    signal::latch_parents_sigterm();
     loop {
         // A thread may have asked before this thread got here (workers that accept for
         // themselves can reach MaxConnectionsPerChild within milliseconds of the start);
@@ -343,9 +343,9 @@ fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
         }
         let msg = pod.wait(rt.main_bell.fd(), libc::SIGTERM);
         rt.main_bell.clear();
-        // A bare SIGTERM (someone signalling the child directly) changes nothing, as with
-        // the stock worker: the parent stops children through the pipe of death. Once a
-        // stop is under way, though, the parent's SIGTERM means "now" (see join_threads).
+        // SIGTERM changes nothing here, as with the stock worker: the parent stops children
+        // through the pipe of death. Once a stop is under way, though, the parent's SIGTERM
+        // means "now" (see join_threads); anyone else's never does.
         signal::take_sigterm();
         match msg {
             Some(PodMessage::Graceful) => return StopMode::Graceful,
