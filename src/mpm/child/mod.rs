@@ -328,7 +328,7 @@ fn build_runtime(
 
 /// The main thread's wait: read the pipe of death, until it says stop or the child's own
 /// threads ask (the main bell). SIGTERM stays blocked in this thread outside its waits
-/// (`ChildRuntime::wait_main_bell`), so one that comes between two waits is seen by the
+/// (`ChildRuntime::wait_pod_or_bell`), so one that comes between two waits is seen by the
 /// next.
 fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
     signal::latch_parents_sigterm();
@@ -341,8 +341,7 @@ fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
             signal::take_sigterm();
             return asked;
         }
-        let msg = pod.wait(rt.main_bell.fd(), libc::SIGTERM);
-        rt.main_bell.clear();
+        let msg = rt.wait_pod_or_bell(pod);
         // SIGTERM changes nothing here, as with the stock worker: the parent stops children
         // through the pipe of death. Once a stop is under way, though, the parent's SIGTERM
         // means "now" (see join_threads); anyone else's never does.

@@ -16,6 +16,7 @@ pub use threads::{Threads, LISTENER_SIGNAL, WORKER_SIGNAL};
 use std::os::raw::c_int;
 
 use crate::ffi::epoll::WakeFd;
+use crate::ffi::listen::{Pod, PodMessage};
 use crate::ffi::retained::Retained;
 use crate::ffi::signal;
 use crate::ffi::socket;
@@ -48,7 +49,8 @@ pub struct ChildRuntime {
     pub counters: ChildCounters,
     /// Rung when the main thread has something to look at: a stop its own threads asked
     /// for, the listener gone, the last worker gone. Only the main thread waits on it and
-    /// clears it.
+    /// clears it, through [`ChildRuntime::wait_pod_or_bell`] and
+    /// [`ChildRuntime::wait_main_bell`].
     pub main_bell: WakeFd,
 }
 
@@ -75,6 +77,15 @@ impl ChildRuntime {
         if self.threads.worker_exiting() {
             self.main_bell.signal();
         }
+    }
+
+    /// The main thread waits for a message on the pipe of death or for its bell, with
+    /// SIGTERM unblocked for the wait only (as in [`ChildRuntime::wait_main_bell`]). `None`
+    /// when the bell rang, SIGTERM came, or a sibling took the message. Clears the bell.
+    pub fn wait_pod_or_bell(&self, pod: Pod) -> Option<PodMessage> {
+        let msg = pod.wait(self.main_bell.fd(), libc::SIGTERM);
+        self.main_bell.clear();
+        msg
     }
 
     /// The main thread waits for its bell (or up to `timeout`), with SIGTERM unblocked
