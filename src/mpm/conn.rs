@@ -32,8 +32,9 @@ impl Conn {
     /// Serves the connection on `thread`, worker `t` of scoreboard slot `slot`, with
     /// connection id `id`: the core's connection hooks (the HTTP keep-alive loop
     /// included) and the lingering close. `publish_fd` is told the descriptor while the
-    /// connection is served (and -1 before the close frees the number), so an immediate
-    /// stop can cut it. Returns the pool, cleared, for recycling.
+    /// connection is served, its lingering close included (a client that keeps sending
+    /// holds that for up to 30 s), and -1 once the close has freed the number, so an
+    /// immediate stop can cut it anywhere. Returns the pool, cleared, for recycling.
     pub fn serve(
         self,
         thread: &CurrentThread,
@@ -46,10 +47,11 @@ impl Conn {
         publish_fd(sock.os_fd());
         if let Some(mut c) = Connection::create(&mut ptrans, &sock, slot, t, id) {
             c.process(thread, &sock);
-            // Unpublish the descriptor before the close below frees its number.
-            publish_fd(-1);
             c.lingering_close();
         }
+        // The number may already be another descriptor's here (the core closed ours): a
+        // stop that read it just before this line shuts that one down, a race of a few
+        // instructions that `ChildRuntime::signal_threads` accepts.
         publish_fd(-1);
         ptrans.clear();
         ptrans

@@ -131,10 +131,11 @@ impl ChildRuntime {
         if mode == StopMode::Ungraceful {
             self.handoff.interrupt_all();
             for fd in self.threads.worker_fds() {
-                // Cut the connection under the worker: its read or write returns at once.
-                // The worker unpublishes the descriptor before its lingering close frees
-                // the number, so at worst this races that close by a few instructions and
-                // hits a reused number (ENOTSOCK, or a socket this stop cuts anyway).
+                // Cut the connection under the worker: its read or write returns at once,
+                // a lingering close's read included. The worker unpublishes the
+                // descriptor right after the close that frees the number, so at worst
+                // this races that close by a few instructions and hits a reused number
+                // (ENOTSOCK, or a socket of this child, which is stopping at once anyway).
                 socket::shutdown_fd(fd);
             }
             for t in self.threads.worker_os_threads() {
