@@ -157,7 +157,8 @@ fn stop_cuts_a_lingering_close() {
     c.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .expect("send request");
     let mut response = Vec::new();
-    c.read_to_end(&mut response).expect("read response to the server's FIN");
+    c.read_to_end(&mut response)
+        .expect("read response to the server's FIN");
     assert!(
         response.starts_with(b"HTTP/1.1 200"),
         "{}",
@@ -216,7 +217,10 @@ fn a_stray_sigterm_does_not_cut_a_retiring_childs_download() {
             n => got += n as u64,
         }
     }
-    assert_eq!(got, SIXTY_FOUR_MB, "the download was cut by a stray SIGTERM");
+    assert_eq!(
+        got, SIXTY_FOUR_MB,
+        "the download was cut by a stray SIGTERM"
+    );
     // And the server serves on.
     let (code, _) = http_get(&s.url("/index.html")).expect("GET after the signals");
     assert_eq!(code, 200);

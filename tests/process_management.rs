@@ -739,9 +739,17 @@ fn a_retired_child_is_replaced_as_it_is_reaped() {
     // A child logs its exit line before it exits, and the parent reaps it (and logs
     // RW00045) after: poll until every retired child has been reaped.
     let reaped = wait_until(Duration::from_secs(15), || s.zombie_children().is_empty());
-    assert!(reaped, "zombies 15 s after the last exit: {:?}", s.zombie_children());
+    assert!(
+        reaped,
+        "zombies 15 s after the last exit: {:?}",
+        s.zombie_children()
+    );
     let log = s.error_log();
-    assert!(retired() >= REQUESTS, "children retired: {}\n{log}", retired());
+    assert!(
+        retired() >= REQUESTS,
+        "children retired: {}\n{log}",
+        retired()
+    );
     // A maintenance cycle that runs while a child is between its last response and its
     // exit forks for it instead (then the reaped child leaves enough threads behind); it
     // runs once a second and that window lasts milliseconds, so it takes a few at most.

@@ -291,9 +291,9 @@ impl Options {
                     o.max_workers = Some(n);
                 }
                 "--max-connections-per-child" => {
-                    let n: u32 = value()?.parse().map_err(|_| {
-                        Error("--max-connections-per-child takes a number".into())
-                    })?;
+                    let n: u32 = value()?
+                        .parse()
+                        .map_err(|_| Error("--max-connections-per-child takes a number".into()))?;
                     o.max_connections_per_child = Some(n);
                 }
                 "--out" => o.out = PathBuf::from(value()?),
@@ -405,8 +405,8 @@ mod tests {
 
     #[test]
     fn max_connections_per_child_goes_with_either_sizing() {
-        let o = Options::parse(&args("--debian-sizing --max-connections-per-child 5"))
-            .expect("parse");
+        let o =
+            Options::parse(&args("--debian-sizing --max-connections-per-child 5")).expect("parse");
         assert_eq!(o.max_connections_per_child, Some(5));
         assert!(Options::parse(&args("--max-connections-per-child x")).is_err());
     }

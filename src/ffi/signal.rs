@@ -149,7 +149,8 @@ pub fn poll_unblocking(
         libc::ppoll(
             fds.as_mut_ptr(),
             fds.len() as libc::nfds_t,
-            ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec),
+            ts.as_ref()
+                .map_or(ptr::null(), |t| t as *const libc::timespec),
             &during,
         )
     };

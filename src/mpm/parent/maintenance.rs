@@ -278,7 +278,10 @@ mod tests {
         // Enough idle threads without it (a shed child, or a quiet server): no fork.
         assert_eq!(replacement(&census(75, 25, &[3]), &L), None);
         // Two buckets: each counts against its half of MinSpareThreads.
-        let two = Limits { num_buckets: 2, ..L };
+        let two = Limits {
+            num_buckets: 2,
+            ..L
+        };
         assert_eq!(replacement(&census(37, 25, &[4]), &two), None);
         assert_eq!(replacement(&census(36, 25, &[4]), &two), Some(4));
     }
