@@ -750,14 +750,71 @@ fn a_retired_child_is_replaced_as_it_is_reaped() {
         "children retired: {}\n{log}",
         retired()
     );
-    // A maintenance cycle that runs while a child is between its last response and its
-    // exit forks for it instead (then the reaped child leaves enough threads behind); it
-    // runs once a second and that window lasts milliseconds, so it takes a few at most.
-    let replaced = count(&log, "RW00045");
+    // Most are replaced as they begin to retire, when they ring the parent's bell
+    // (RW00047), the others as they are reaped (RW00045). A maintenance cycle that runs
+    // between a child's last accept and its bell or exit forks for it instead; it runs
+    // once a second and that window lasts milliseconds, so it takes a few at most.
+    let replaced = count(&log, "RW00045") + count(&log, "RW00047");
     assert!(
         replaced >= REQUESTS / 2,
-        "{replaced} of {REQUESTS} retired children were replaced as they were reaped\n{log}"
+        "{replaced} of {REQUESTS} retired children were replaced as they retired or were reaped\n{log}"
     );
+    s.assert_no_warnings_in_error_log();
+}
+
+/// A child that reaches MaxConnectionsPerChild stops accepting but may serve its last
+/// connections for long (a download, a keep-alive client): it rings the parent's bell, and
+/// the parent forks its replacement then (RW00047), not at its next maintenance cycle or
+/// once the child exits. Here the child's one connection is a download the client does not
+/// read, so the child cannot exit; the stock worker's limit counts finished connections,
+/// so it would have accepted on.
+#[test]
+fn a_retiring_child_that_still_serves_is_replaced_at_once() {
+    if Mpm::under_test() != Mpm::Rworker {
+        eprintln!("skipped: reads rworker's RW00047 line");
+        return;
+    }
+    let opts = ServerOpts::default()
+        .start_servers(1)
+        .threads_per_child(5)
+        .max_request_workers(10)
+        .spare_threads(5, 1000)
+        .max_connections_per_child(1)
+        .line("SendBufferSize 65536");
+    let s = Server::start(opts);
+    // The harness's readiness probe was the first child's one connection: wait until that
+    // child is gone and one fresh child waits for clients.
+    let settled = wait_until(Duration::from_secs(20), || {
+        count(&s.error_log(), "RW00010") >= 1
+            && s.zombie_children().is_empty()
+            && s.children().len() == 1
+    });
+    assert!(settled, "children: {:?}\n{}", s.children(), s.error_log());
+    let server = s.children()[0];
+    let (exits, rings) = (
+        count(&s.error_log(), "RW00010"),
+        count(&s.error_log(), "RW00047"),
+    );
+    let mut c = RawConn::connect_with_rcvbuf(&s.addr(), 65536);
+    c.send(b"GET /64m.bin HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let (status, _) = c.read_head();
+    assert_eq!(status, 200);
+    // That child now retires with a download it cannot finish while we do not read.
+    let replaced = wait_until(Duration::from_secs(20), || {
+        count(&s.error_log(), "RW00047") > rings
+    });
+    assert!(replaced, "no new RW00047 in 20 s\n{}", s.error_log());
+    assert!(pid_alive(server), "the retiring child {server} exited");
+    assert_eq!(
+        count(&s.error_log(), "RW00010"),
+        exits,
+        "a child exited meanwhile, so the replacement may have come from its reaping\n{}",
+        s.error_log()
+    );
+    // The replacement serves.
+    let (code, _) = http_get(&s.url("/index.html")).expect("GET beside the download");
+    assert_eq!(code, 200);
+    drop(c);
     s.assert_no_warnings_in_error_log();
 }
 

@@ -154,6 +154,15 @@ impl WakeFd {
         unsafe { libc::write(self.0, &one as *const u64 as *const libc::c_void, 8) };
     }
 
+    /// Consumes the pending signals and says how many there were (0: none).
+    pub fn take(&self) -> u64 {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a local from our non-blocking eventfd; on EAGAIN
+        // (nothing pending) the local stays 0.
+        unsafe { libc::read(self.0, &mut v as *mut u64 as *mut libc::c_void, 8) };
+        v
+    }
+
     /// Consumes the pending signals.
     pub fn clear(&self) {
         let mut v: u64 = 0;

@@ -1,9 +1,11 @@
-//! The parent's side of child processes: fork, wait (`ap_wait_or_timeout`), the core's
+//! The parent's side of child processes: fork, wait, the monitor hooks, the core's
 //! exit-status processing, and reaping through the core's helpers, whose callback frees
 //! the child's scoreboard slot and runs the child_status hooks.
 
 use std::os::raw::c_int;
+use std::time::Duration;
 
+use crate::ffi::epoll::WakeFd;
 use crate::ffi::httpd::{self, ChildStatus, ServerRec, SingleThreaded};
 use crate::ffi::pool::ConfigPool;
 use crate::ffi::scoreboard;
@@ -36,7 +38,7 @@ pub fn fork(_: SingleThreaded) -> Forked {
     }
 }
 
-/// A child process that `wait_or_timeout` reaped.
+/// A child process that `wait_for_child` reaped.
 #[derive(Debug)]
 pub struct Exited {
     proc_: sys::apr_proc_t,
@@ -44,25 +46,54 @@ pub struct Exited {
     code: c_int,
 }
 
-/// Waits up to about a second for a child to exit (`ap_wait_or_timeout`, which also
-/// runs the monitor hooks and other-child maintenance).
-pub fn wait_or_timeout(_: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> Option<Exited> {
+/// The parent's wait: reaps a child that has exited, if one has; else waits until `bell`
+/// is readable, a signal handler runs (SIGCHLD's included) or `timeout` passes, and
+/// returns None. In place of `ap_wait_or_timeout`, whose sleep is always a second.
+pub fn wait_for_child(
+    _: SingleThreaded,
+    pconf: ConfigPool,
+    bell: Option<&WakeFd>,
+    timeout: Duration,
+) -> Option<Exited> {
     let mut e = Exited {
         proc_: Default::default(),
         why: 0,
         code: 0,
     };
-    // SAFETY: single-threaded parent (token); out-pointers are valid locals; pconf and s live.
-    unsafe {
-        sys::ap_wait_or_timeout(
-            &mut e.why,
-            &mut e.code,
+    // SAFETY: single-threaded parent (token); out-pointers are valid locals; pconf lives.
+    let rv = unsafe {
+        sys::apr_proc_wait_all_procs(
             &mut e.proc_,
+            &mut e.code,
+            &mut e.why,
+            sys::apr_wait_how_e_APR_NOWAIT,
             pconf.as_ptr(),
-            s.as_ptr(),
         )
     };
-    (e.proc_.pid != -1).then_some(e)
+    // SAFETY: plain call; it folds the children's counters into the global scoreboard row.
+    unsafe { sys::ap_update_global_status() };
+    if rv == sys::APR_CHILD_DONE as sys::apr_status_t {
+        return Some(e);
+    }
+    if rv == libc::EINTR {
+        // A signal came (a stop, a restart): the caller looks at once.
+        return None;
+    }
+    let mut fds = [libc::pollfd {
+        fd: bell.map_or(-1, WakeFd::fd),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    let ms = timeout.as_millis().min(c_int::MAX as u128) as c_int;
+    // SAFETY: one valid pollfd (a negative fd is ignored by poll); EINTR is an answer.
+    unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+    None
+}
+
+/// Runs the monitor hooks (`ap_run_monitor`), as the core's wait does every tenth call.
+pub fn run_monitor(_: SingleThreaded, pconf: ConfigPool, s: ServerRec) {
+    // SAFETY: single-threaded parent (token); pconf and s live.
+    unsafe { sys::ap_run_monitor(pconf.as_ptr(), s.as_ptr()) };
 }
 
 impl Exited {
@@ -104,7 +135,7 @@ impl Exited {
 }
 
 /// A child is gone: free its slot and run the child_status hooks (the core calls this
-/// while reaping, and the parent after `wait_or_timeout`).
+/// while reaping, and the parent after `wait_for_child`).
 pub fn note_child_gone(slot: c_int) {
     let ps = scoreboard::process(slot);
     httpd::run_child_status(ps.pid, ps.generation, slot, ChildStatus::Exited);

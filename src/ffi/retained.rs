@@ -48,6 +48,7 @@ struct Block {
     file_limit_reported: c_int,
     relays: *mut c_int,
     relays_len: c_int,
+    parent_bell_plus_one: c_int,
 }
 
 /// Address of the block once looked up (see [`Retained::lookup`]).
@@ -332,6 +333,31 @@ impl Retained {
             let fd = *(*b).relays.add(bucket);
             (fd >= 0).then_some(fd)
         }
+    }
+
+    /// Makes sure the parent's bell exists: an eventfd made once, inherited by every
+    /// child of every generation, which a child rings when it begins to retire on its own
+    /// (`crate::mpm::parent`'s wait watches it). Errors: the errno of a failure (tried
+    /// again on the next pass).
+    pub fn ensure_parent_bell(self, _: SingleThreaded) -> Result<(), i32> {
+        let b = self.0.as_ptr();
+        // SAFETY: the block is live; the token excludes concurrent access (children read
+        // the field only after fork). Stored plus one: the block starts zero-filled, and
+        // 0 is a descriptor number.
+        unsafe {
+            if (*b).parent_bell_plus_one <= 0 {
+                (*b).parent_bell_plus_one = WakeFd::new()?.into_raw() + 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The parent's bell, if [`Retained::ensure_parent_bell`] made it: an open eventfd.
+    pub fn parent_bell(self) -> Option<c_int> {
+        // SAFETY: the block is live; the field is written only in ensure_parent_bell, in
+        // the parent's single-threaded phase, never while a child's threads run.
+        let fd = unsafe { (*self.0.as_ptr()).parent_bell_plus_one } - 1;
+        (fd >= 0).then_some(fd)
     }
 
     /// The status counters shared by every child, once mapped.

@@ -14,9 +14,6 @@ use crate::sys;
 /// Set by the SIGTERM handler that [`latch_parents_sigterm`] installs.
 static SIGTERM_SEEN: AtomicBool = AtomicBool::new(false);
 
-/// Set by the SIGCHLD handler that [`note_child_exits`] installs.
-static CHILD_EXITED: AtomicBool = AtomicBool::new(false);
-
 extern "C" fn do_nothing(_sig: c_int) {}
 
 extern "C" fn note_parents_sigterm(
@@ -32,11 +29,6 @@ extern "C" fn note_parents_sigterm(
         // it acts on through its own synchronisation.
         SIGTERM_SEEN.store(true, Ordering::Relaxed);
     }
-}
-
-extern "C" fn note_sigchld(_sig: c_int) {
-    // Relaxed: as note_sigterm.
-    CHILD_EXITED.store(true, Ordering::Relaxed);
 }
 
 extern "C" fn exit_now(_sig: c_int) {
@@ -93,17 +85,11 @@ pub fn take_sigterm() -> bool {
     SIGTERM_SEEN.swap(false, Ordering::Relaxed)
 }
 
-/// The parent: SIGCHLD sets a latch that [`take_child_exit`] reads and clears, and cuts
-/// short the second the core's `ap_wait_or_timeout` sleeps (the zombie stays for it to
-/// reap, unlike with SIG_IGN).
+/// The parent: a SIGCHLD handler that does nothing but end the parent's wait
+/// (`process::wait_for_child`'s poll returns EINTR) when a child exits; the zombie stays
+/// for the parent to reap, unlike with SIG_IGN.
 pub fn note_child_exits() {
-    install(libc::SIGCHLD, note_sigchld);
-}
-
-/// Whether SIGCHLD arrived since the last call (clears the latch).
-pub fn take_child_exit() -> bool {
-    // Relaxed: see note_sigterm.
-    CHILD_EXITED.swap(false, Ordering::Relaxed)
+    install(libc::SIGCHLD, do_nothing);
 }
 
 /// Puts `sig`'s default action back (a forked child drops the parent's handlers).

@@ -179,10 +179,10 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     };
     r.set_mpm_state(sys::AP_MPMQ_RUNNING as c_int);
 
-    let mode = if st.one_process {
+    let (mode, by_parent) = if st.one_process {
         // -X: wait for SIGTERM or SIGINT (Ctrl-C) and stop immediately.
         signal::wait_for_sigterm_or_sigint();
-        StopMode::Ungraceful
+        (StopMode::Ungraceful, true)
     } else {
         wait_for_stop(rt, buckets.pod(bucket as usize))
     };
@@ -201,6 +201,13 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
     if rt.parking.is_some() {
         // No listener either: the event set stopped accepting in signal_threads.
         rt.shutdown.mark_listener_gone();
+    }
+    if !by_parent && mode == StopMode::Graceful && !rt.shutdown.is_sick() {
+        // Retiring at MaxConnectionsPerChild, perhaps with long downloads or keep-alive
+        // clients still to serve: the parent may fork the replacement now (a sick child
+        // waits for the cycle, so that a fault that kills every child is no fork storm).
+        scoreboard::set_quiescing(rt.slot);
+        tell_parent_retiring();
     }
     main.run_child_stopping(mode == StopMode::Graceful);
     join_threads(rt, mode);
@@ -330,7 +337,20 @@ fn build_runtime(
 /// threads ask (the main bell). SIGTERM stays blocked in this thread outside its waits
 /// (`ChildRuntime::wait_pod_or_bell`), so one that comes between two waits is seen by the
 /// next.
-fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
+/// Rings the parent's bell (`Retained::parent_bell`), if there is one.
+fn tell_parent_retiring() {
+    let Some(fd) = Retained::lookup().and_then(|r| r.parent_bell()) else {
+        return;
+    };
+    // SAFETY: the parent made `fd`, an eventfd, before forking us, and never closes it.
+    if let Ok(bell) = unsafe { WakeFd::duplicate(fd) } {
+        bell.signal();
+    }
+}
+
+/// Waits for a reason to stop: the pipe of death, or one of this child's threads asking
+/// (MaxConnectionsPerChild, a fault). Returns how to stop and whether the parent asked.
+fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> (StopMode, bool) {
     signal::latch_parents_sigterm();
     loop {
         // A thread may have asked before this thread got here (workers that accept for
@@ -339,7 +359,7 @@ fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
         let asked = rt.shutdown.mode();
         if asked != StopMode::None {
             signal::take_sigterm();
-            return asked;
+            return (asked, false);
         }
         let msg = rt.wait_pod_or_bell(pod);
         // SIGTERM changes nothing here, as with the stock worker: the parent stops children
@@ -347,8 +367,8 @@ fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> StopMode {
         // means "now" (see join_threads); anyone else's never does.
         signal::take_sigterm();
         match msg {
-            Some(PodMessage::Graceful) => return StopMode::Graceful,
-            Some(PodMessage::Restart) => return StopMode::Ungraceful,
+            Some(PodMessage::Graceful) => return (StopMode::Graceful, true),
+            Some(PodMessage::Restart) => return (StopMode::Ungraceful, true),
             Some(PodMessage::None) | None => {}
         }
     }

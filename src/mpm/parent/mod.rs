@@ -16,6 +16,7 @@ mod takeover;
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
 
+use crate::ffi::epoll::WakeFd;
 use crate::ffi::httpd::{self, ServerRec, SingleThreaded};
 use crate::ffi::listen::{self, PodMessage};
 use crate::ffi::log::level;
@@ -31,6 +32,10 @@ use crate::sys;
 /// Idle maintenance runs once a second (worker.c's cadence: its spawn rate doubles and
 /// it sheds one child per cycle).
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
+
+/// The monitor hooks run every this many maintenance cycles (the core's wait runs them
+/// every tenth call, which is every tenth second while no child exits).
+const MONITOR_EVERY_CYCLES: u32 = 10;
 
 /// The parent's state for one generation.
 struct Parent {
@@ -73,6 +78,17 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
     let st = settings::get();
     // Before any fork: every child inherits the mapping.
     status::ensure_rows(token, r, st.server_limit);
+    // And the bell a child rings as it begins to retire (a failure leaves replacements
+    // to the next maintenance cycle, as in the stock worker).
+    if !one_process {
+        if let Err(e) = r.ensure_parent_bell(token) {
+            crate::mpm_log!(
+                level::WARNING,
+                e,
+                "RW00046: could not make the parent's bell (an eventfd): a child that retires at MaxConnectionsPerChild is replaced at the next maintenance cycle"
+            );
+        }
+    }
 
     if one_process {
         // -X: this process serves from slot 0; record it there so that mod_status counts
@@ -224,18 +240,35 @@ impl Parent {
         // replacement within milliseconds: after a graceful restart without room in the
         // scoreboard, each old child that leaves makes way for a new one.
         signal::note_child_exits();
-        let mut last_maintenance = Instant::now();
+        // So does a child that begins to retire, ringing the parent's bell.
+        let bell = r.parent_bell().and_then(|fd| {
+            // SAFETY: ensure_parent_bell made `fd`, an eventfd open until exit.
+            unsafe { WakeFd::duplicate(fd) }.ok()
+        });
+        // Maintenance keeps its cadence however often the wait is cut short.
+        let mut next_maintenance = Instant::now() + MAINTENANCE_EVERY;
+        let mut cycles: u32 = 0;
         while r.shutdown_pending() == 0 && r.restart_pending() == 0 {
-            if let Some(exited) = process::wait_or_timeout(self.token, self.pconf, self.s) {
+            let left = next_maintenance.saturating_duration_since(Instant::now());
+            if let Some(exited) =
+                process::wait_for_child(self.token, self.pconf, bell.as_ref(), left)
+            {
                 self.child_exited(exited);
                 continue;
             }
-            if signal::take_child_exit() && last_maintenance.elapsed() < MAINTENANCE_EVERY {
-                // The wait was cut short by an exit: reap it now; maintenance stays
-                // once a second.
+            let retiring = bell.as_ref().map_or(0, WakeFd::take);
+            if retiring > 0 {
+                self.replace_retiring(retiring);
+            }
+            if Instant::now() < next_maintenance {
                 continue;
             }
-            last_maintenance = Instant::now();
+            next_maintenance = Instant::now() + MAINTENANCE_EVERY;
+            // The monitor hooks about every 10 s, the core wait's pace in a quiet server.
+            cycles = cycles.wrapping_add(1);
+            if cycles % MONITOR_EVERY_CYCLES == 0 {
+                process::run_monitor(self.token, self.pconf, self.s);
+            }
             if self.takeover > 0 {
                 self.start_owed_children();
             }
@@ -279,24 +312,55 @@ impl Parent {
     /// second in which the child's share of new clients waits in the backlog; under
     /// MaxConnectionsPerChild that is every child's end.
     fn replace_retired(&mut self, pid: sys::pid_t, bucket: c_int) {
-        let r = self.r;
-        if r.shutdown_pending() != 0 || r.restart_pending() != 0 {
-            return;
-        }
         let nb = mpm_listen::buckets().num_buckets() as c_int;
-        let bucket = bucket.max(0) % nb;
-        let (census, limits) = self.census(bucket, nb, 1);
-        if let Some(slot) = maintenance::replacement(&census, &limits) {
-            if let Some(new) = self.make_child(slot, bucket) {
+        if let Some((new, slot, census, limits)) = self.replace_if_short(bucket.max(0) % nb) {
+            crate::mpm_log!(
+                level::DEBUG,
+                0,
+                "RW00045: child {pid} retired and left {} idle threads in its bucket, fewer than MinSpareThreads {} / {nb} bucket(s): child {new} replaces it in slot {slot} now",
+                census.idle_threads,
+                limits.min_spare_threads
+            );
+        }
+    }
+
+    /// `retiring` children rang the parent's bell: each stopped accepting to retire
+    /// (MaxConnectionsPerChild) and may serve its last connections for long yet (downloads,
+    /// keep-alive), its threads no longer counted as idle. A bucket short of idle threads
+    /// without them gets a replacement now rather than at the next cycle; one fork per
+    /// ring at most, so forks follow retirements (the bell does not say whose bucket).
+    fn replace_retiring(&mut self, retiring: u64) {
+        let nb = mpm_listen::buckets().num_buckets() as c_int;
+        let mut forks_left = retiring;
+        for bucket in 0..nb {
+            while forks_left > 0 {
+                let Some((new, slot, census, limits)) = self.replace_if_short(bucket) else {
+                    break;
+                };
+                forks_left -= 1;
                 crate::mpm_log!(
                     level::DEBUG,
                     0,
-                    "RW00045: child {pid} retired and left {} idle threads in its bucket, fewer than MinSpareThreads {} / {nb} bucket(s): child {new} replaces it in slot {slot} now",
+                    "RW00047: a child retires and leaves {} idle threads in bucket {bucket}, fewer than MinSpareThreads {} / {nb} bucket(s): child {new} starts in slot {slot} now",
                     census.idle_threads,
                     limits.min_spare_threads
                 );
             }
         }
+    }
+
+    /// Forks one child into `bucket` if `maintenance::replacement` says it is short:
+    /// the new pid, its slot, and the census and limits that decided.
+    fn replace_if_short(&mut self, bucket: c_int) -> Option<(sys::pid_t, c_int, Census, Limits)> {
+        let r = self.r;
+        if r.shutdown_pending() != 0 || r.restart_pending() != 0 {
+            return None;
+        }
+        let nb = mpm_listen::buckets().num_buckets() as c_int;
+        let (census, limits) = self.census(bucket, nb, 1);
+        let slot = maintenance::replacement(&census, &limits)?;
+        let new = self.make_child(slot, bucket)?;
+        Some((new, slot, census, limits))
     }
 
     /// One maintenance cycle for `bucket`: census, decision, action. Returns false when

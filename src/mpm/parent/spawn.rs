@@ -73,7 +73,7 @@ impl Parent {
         Some(pid)
     }
 
-    /// A child exited (reaped by `wait_or_timeout`).
+    /// A child exited (reaped by `wait_for_child`).
     pub(super) fn child_exited(&mut self, mut e: Exited) {
         let r = self.r;
         let processed = e.process_status();
