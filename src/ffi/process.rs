@@ -86,7 +86,13 @@ pub fn wait_for_child(
     }];
     let ms = timeout.as_millis().min(c_int::MAX as u128) as c_int;
     // SAFETY: one valid pollfd (a negative fd is ignored by poll); EINTR is an answer.
-    unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+    if n == 1 && fds[0].revents & (libc::POLLNVAL | libc::POLLERR) != 0 {
+        // The bell is gone (something closed our descriptor): sleep, never spin.
+        fds[0].fd = -1;
+        // SAFETY: as above.
+        unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+    }
     None
 }
 
