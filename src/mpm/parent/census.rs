@@ -31,6 +31,11 @@ pub struct Census {
     /// dead ones first, at most the spawn rate and at most what the current generation
     /// may still grow by.
     pub free_slots: Vec<c_int>,
+    /// How many of `free_slots`, from the front, hold no running thread (free, or a
+    /// quiescing child's whose threads have all ended): a child forked there starts every
+    /// thread at once, where in a quiescing child's slot it starts each only once the
+    /// old one there has ended.
+    pub fully_free: c_int,
     /// Live children of this generation that hold as many connections as their open-file
     /// limit allows (`crate::mpm::open_files`): their threads do not count as idle, since
     /// they take no new connection.
@@ -79,6 +84,7 @@ pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
         active_threads: 0,
         last_non_dead: -1,
         free_slots: Vec::new(),
+        fully_free: 0,
         at_file_limit: 0,
         parked: 0,
     };
@@ -156,6 +162,7 @@ pub fn count(scope: &Scope, mut read: impl FnMut(c_int) -> SlotView) -> Census {
         }
     }
     c.free_slots.truncate(room);
+    c.fully_free = totally_free.min(c.free_slots.len()) as c_int;
     c
 }
 
@@ -243,6 +250,7 @@ mod tests {
             _ => slot(203, false, GEN, &[R, R, R]),
         });
         assert_eq!(c.free_slots, vec![1, 3, 0]);
+        assert_eq!(c.fully_free, 2);
         assert_eq!(c.last_non_dead, 5);
     }
 

@@ -223,9 +223,33 @@ pub fn decide(c: &Census, l: &Limits, last_bucket: bool, m: &mut Memory) -> Deci
 /// One fork per exit, so forks follow exits, and each exit is a child that served (a child
 /// that cannot start exits sick or fatal, never here). The spawn rate, which paces growth
 /// under new load, is neither used nor changed.
+///
+/// Only into a slot where the replacement can start every thread at once (`fully_free`):
+/// in a slot that a retiring child still holds with threads running, a new child starts
+/// each of its threads only once the old one there has ended, yet the census counts them
+/// all as idle, so no other child is forked meanwhile. Replacing children as they began to
+/// retire, that way, cut `park` at MaxConnectionsPerChild 100 and 100 `Connection: close`
+/// clients from 21,217 to 9,297 req/s (p99 6.8 to 100 ms). The cycle still takes such
+/// slots, as the stock worker does, when nothing better is left.
 pub fn replacement(c: &Census, l: &Limits) -> Option<c_int> {
-    if c.idle_threads < l.min_idle() {
+    if c.idle_threads < l.min_idle() && c.fully_free > 0 {
         c.free_slots.first().copied()
+    } else {
+        None
+    }
+}
+
+/// A child of the current generation began to retire (it rang the parent's bell) and may
+/// serve its last connections for long yet: the slot to fork a replacement into now, only
+/// when the bucket has no idle thread left without it, so that new clients would wait in
+/// the backlog until it exits or the next cycle. Where idle threads remain, its siblings
+/// accept meanwhile and the replacement waits for the child's exit ([`replacement`]): a
+/// fork at every retirement came on top of that one under MaxConnectionsPerChild churn
+/// (`park`, MaxConnectionsPerChild 100, 100 `Connection: close` clients: p99 12-679 ms
+/// against 6 ms, the idle threads pushed over MaxSpareThreads and shed again).
+pub fn replacement_at_retirement(c: &Census, l: &Limits) -> Option<c_int> {
+    if c.idle_threads == 0 {
+        replacement(c, l)
     } else {
         None
     }
@@ -263,6 +287,7 @@ mod tests {
             active_threads: active,
             last_non_dead: 1,
             free_slots: free.to_vec(),
+            fully_free: free.len() as c_int,
             at_file_limit: 0,
             parked: 0,
         }
@@ -284,6 +309,30 @@ mod tests {
         };
         assert_eq!(replacement(&census(37, 25, &[4]), &two), None);
         assert_eq!(replacement(&census(36, 25, &[4]), &two), Some(4));
+        // Short, but the only slot is a retiring child's with threads still running: the
+        // cycle decides.
+        let held = Census {
+            fully_free: 0,
+            ..census(50, 100, &[3])
+        };
+        assert_eq!(replacement(&held, &L), None);
+    }
+
+    #[test]
+    fn a_child_that_begins_to_retire_is_replaced_only_if_nobody_else_accepts() {
+        assert_eq!(
+            replacement_at_retirement(&census(0, 100, &[3, 7]), &L),
+            Some(3)
+        );
+        // Siblings still accept: its exit (or the cycle) replaces it.
+        assert_eq!(replacement_at_retirement(&census(1, 100, &[3]), &L), None);
+        // No slot, or only a slot whose old threads still run: the cycle decides.
+        assert_eq!(replacement_at_retirement(&census(0, 400, &[]), &L), None);
+        let held = Census {
+            fully_free: 0,
+            ..census(0, 100, &[3])
+        };
+        assert_eq!(replacement_at_retirement(&held, &L), None);
     }
 
     #[test]

@@ -313,7 +313,9 @@ impl Parent {
     /// MaxConnectionsPerChild that is every child's end.
     fn replace_retired(&mut self, pid: sys::pid_t, bucket: c_int) {
         let nb = mpm_listen::buckets().num_buckets() as c_int;
-        if let Some((new, slot, census, limits)) = self.replace_if_short(bucket.max(0) % nb) {
+        if let Some((new, slot, census, limits)) =
+            self.replace_if(bucket.max(0) % nb, maintenance::replacement)
+        {
             crate::mpm_log!(
                 level::DEBUG,
                 0,
@@ -326,39 +328,45 @@ impl Parent {
 
     /// `retiring` children rang the parent's bell: each stopped accepting to retire
     /// (MaxConnectionsPerChild) and may serve its last connections for long yet (downloads,
-    /// keep-alive), its threads no longer counted as idle. A bucket short of idle threads
-    /// without them gets a replacement now rather than at the next cycle; one fork per
-    /// ring at most, so forks follow retirements (the bell does not say whose bucket).
+    /// keep-alive), its threads no longer counted as idle. A bucket left with no idle
+    /// thread gets a replacement now rather than at the child's exit or the next cycle
+    /// (`maintenance::replacement_at_retirement`); one fork per ring at most, so forks
+    /// follow retirements (the bell does not say whose bucket).
     fn replace_retiring(&mut self, retiring: u64) {
         let nb = mpm_listen::buckets().num_buckets() as c_int;
         let mut forks_left = retiring;
         for bucket in 0..nb {
             while forks_left > 0 {
-                let Some((new, slot, census, limits)) = self.replace_if_short(bucket) else {
+                let Some((new, slot, _, limits)) =
+                    self.replace_if(bucket, maintenance::replacement_at_retirement)
+                else {
                     break;
                 };
                 forks_left -= 1;
                 crate::mpm_log!(
                     level::DEBUG,
                     0,
-                    "RW00047: a child retires and leaves {} idle threads in bucket {bucket}, fewer than MinSpareThreads {} / {nb} bucket(s): child {new} starts in slot {slot} now",
-                    census.idle_threads,
+                    "RW00047: a child retires and leaves no idle thread in bucket {bucket} (MinSpareThreads {} / {nb} bucket(s)): child {new} starts in slot {slot} now",
                     limits.min_spare_threads
                 );
             }
         }
     }
 
-    /// Forks one child into `bucket` if `maintenance::replacement` says it is short:
-    /// the new pid, its slot, and the census and limits that decided.
-    fn replace_if_short(&mut self, bucket: c_int) -> Option<(sys::pid_t, c_int, Census, Limits)> {
+    /// Forks one child into `bucket` where `decide` gives a slot: the new pid, its slot,
+    /// and the census and limits that decided.
+    fn replace_if(
+        &mut self,
+        bucket: c_int,
+        decide: fn(&Census, &Limits) -> Option<c_int>,
+    ) -> Option<(sys::pid_t, c_int, Census, Limits)> {
         let r = self.r;
         if r.shutdown_pending() != 0 || r.restart_pending() != 0 {
             return None;
         }
         let nb = mpm_listen::buckets().num_buckets() as c_int;
         let (census, limits) = self.census(bucket, nb, 1);
-        let slot = maintenance::replacement(&census, &limits)?;
+        let slot = decide(&census, &limits)?;
         let new = self.make_child(slot, bucket)?;
         Some((new, slot, census, limits))
     }
