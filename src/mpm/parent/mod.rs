@@ -85,7 +85,7 @@ pub fn run(token: SingleThreaded, pconf: ConfigPool, s: ServerRec) -> c_int {
             crate::mpm_log!(
                 level::WARNING,
                 e,
-                "RW00046: could not make the parent's bell (an eventfd): a child that retires at MaxConnectionsPerChild is replaced at the next maintenance cycle"
+                "RW00046: could not make the parent's bell (an eventfd): a child that retires at MaxConnectionsPerChild is replaced only once it exits or at the next maintenance cycle"
             );
         }
     }
