@@ -333,10 +333,6 @@ fn build_runtime(
     })))
 }
 
-/// The main thread's wait: read the pipe of death, until it says stop or the child's own
-/// threads ask (the main bell). SIGTERM stays blocked in this thread outside its waits
-/// (`ChildRuntime::wait_pod_or_bell`), so one that comes between two waits is seen by the
-/// next.
 /// Rings the parent's bell (`Retained::parent_bell`), if there is one.
 fn tell_parent_retiring() {
     let Some(fd) = Retained::lookup().and_then(|r| r.parent_bell()) else {
@@ -348,8 +344,10 @@ fn tell_parent_retiring() {
     }
 }
 
-/// Waits for a reason to stop: the pipe of death, or one of this child's threads asking
-/// (MaxConnectionsPerChild, a fault). Returns how to stop and whether the parent asked.
+/// The main thread's wait: read the pipe of death, until it says stop or the child's own
+/// threads ask (the main bell: MaxConnectionsPerChild, a fault). SIGTERM stays blocked in
+/// this thread outside its waits (`ChildRuntime::wait_pod_or_bell`), so one that comes
+/// between two waits is seen by the next. Returns how to stop and whether the parent asked.
 fn wait_for_stop(rt: &ChildRuntime, pod: crate::ffi::listen::Pod) -> (StopMode, bool) {
     signal::latch_parents_sigterm();
     loop {
