@@ -109,6 +109,22 @@ fn hard_restart_replaces_all_children() {
     s.assert_no_warnings_in_error_log();
 }
 
+/// `-k stop`, then every one of `procs` must be gone within 3 s.
+fn stop_and_assert_gone_within_3_s(s: &Server, procs: &[i32]) {
+    let t0 = Instant::now();
+    s.stop();
+    let gone = wait_until(Duration::from_secs(3), || {
+        procs.iter().all(|&p| !pid_alive(p))
+    });
+    let left: Vec<_> = procs.iter().copied().filter(|&p| pid_alive(p)).collect();
+    assert!(gone, "still running 3 s after -k stop: {left:?}");
+    eprintln!(
+        "all {} processes gone {:?} after -k stop",
+        procs.len(),
+        t0.elapsed()
+    );
+}
+
 #[test]
 fn stop_ends_every_process_quickly() {
     let s = Server::start(ServerOpts::default());
@@ -120,20 +136,9 @@ fn stop_ends_every_process_quickly() {
         "processes: {procs:?}"
     );
 
-    let t0 = Instant::now();
-    s.stop();
     // A promise (httpd's own reclaim of children escalates within about 3 s), not a
     // figure: 80 ms measured at load average 14-20 on 2 cores, so load cannot reach it.
-    let gone = wait_until(Duration::from_secs(3), || {
-        procs.iter().all(|&p| !pid_alive(p))
-    });
-    let left: Vec<_> = procs.iter().copied().filter(|&p| pid_alive(p)).collect();
-    assert!(gone, "still running 3 s after -k stop: {left:?}");
-    eprintln!(
-        "all {} processes gone {:?} after -k stop",
-        procs.len(),
-        t0.elapsed()
-    );
+    stop_and_assert_gone_within_3_s(&s, &procs);
     assert!(!s.pidfile().exists(), "pidfile left behind after -k stop");
     assert!(
         s.error_log().contains("caught SIGTERM, shutting down"),
@@ -174,15 +179,8 @@ fn stop_cuts_a_lingering_close() {
     });
     sleep(Duration::from_millis(300));
     let procs = s.processes();
-    let t0 = Instant::now();
-    s.stop();
     // httpd's reclaim warns (AH00045) about a child still alive 3 s after the stop.
-    let gone = wait_until(Duration::from_secs(3), || {
-        procs.iter().all(|&p| !pid_alive(p))
-    });
-    let left: Vec<_> = procs.iter().copied().filter(|&p| pid_alive(p)).collect();
-    assert!(gone, "still running 3 s after -k stop: {left:?}");
-    eprintln!("all processes gone {:?} after -k stop", t0.elapsed());
+    stop_and_assert_gone_within_3_s(&s, &procs);
     drop(c);
     trickle.join().unwrap();
     s.assert_no_warnings_in_error_log();
