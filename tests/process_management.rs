@@ -776,9 +776,10 @@ fn a_retired_child_is_replaced_as_it_is_reaped() {
 /// A child that reaches MaxConnectionsPerChild stops accepting but may serve its last
 /// connections for long (a download, a keep-alive client): it rings the parent's bell, and
 /// where that leaves no idle thread (here it was the only child) the parent forks its
-/// replacement then (RW00047), not at its next maintenance cycle or once the child exits. Here the child's one connection is a download the client does not
-/// read, so the child cannot exit; the stock worker's limit counts finished connections,
-/// so it would have accepted on.
+/// replacement then (RW00047), not at its next maintenance cycle or once the child exits.
+/// Here the child's one connection is a download the client does not read, so the child
+/// cannot exit; the stock worker's limit counts finished connections, so it would have
+/// accepted on.
 #[test]
 fn a_retiring_child_that_still_serves_is_replaced_at_once() {
     if Mpm::under_test() != Mpm::Rworker {

@@ -331,17 +331,18 @@ impl Parent {
     /// keep-alive), its threads no longer counted as idle. A bucket left with no idle
     /// thread gets a replacement now rather than at the child's exit or the next cycle
     /// (`maintenance::replacement_at_retirement`); one fork per ring at most, so forks
-    /// follow retirements (the bell does not say whose bucket).
+    /// follow retirements (the bell does not say whose bucket). One fork per bucket does:
+    /// the new child's threads count as idle from the fork on.
     fn replace_retiring(&mut self, retiring: u64) {
         let nb = mpm_listen::buckets().num_buckets() as c_int;
         let mut forks_left = retiring;
         for bucket in 0..nb {
-            while forks_left > 0 {
-                let Some((new, slot, _, limits)) =
-                    self.replace_if(bucket, maintenance::replacement_at_retirement)
-                else {
-                    break;
-                };
+            if forks_left == 0 {
+                break;
+            }
+            if let Some((new, slot, _, limits)) =
+                self.replace_if(bucket, maintenance::replacement_at_retirement)
+            {
                 forks_left -= 1;
                 crate::mpm_log!(
                     level::DEBUG,
