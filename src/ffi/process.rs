@@ -9,6 +9,7 @@ use crate::ffi::epoll::WakeFd;
 use crate::ffi::httpd::{self, ChildStatus, ServerRec, SingleThreaded};
 use crate::ffi::pool::ConfigPool;
 use crate::ffi::scoreboard;
+use crate::ffi::signal::ChildExits;
 use crate::sys;
 
 /// What `fork` gave the caller.
@@ -47,14 +48,18 @@ pub struct Exited {
 }
 
 /// The parent's wait: reaps a child that has exited, if one has; else waits until `bell`
-/// is readable, a signal handler runs (SIGCHLD's included) or `timeout` passes, and
-/// returns None. In place of `ap_wait_or_timeout`, whose sleep is always a second.
+/// is readable, a child exits (`exits`), another signal's handler runs or `timeout`
+/// passes, and returns None. In place of `ap_wait_or_timeout`, whose sleep is always a
+/// second (and which sleeps on through an exit that lands between its reap and its sleep).
 pub fn wait_for_child(
     _: SingleThreaded,
     pconf: ConfigPool,
     bell: Option<&WakeFd>,
+    exits: &ChildExits,
     timeout: Duration,
 ) -> Option<Exited> {
+    // Before the reap: an exit from now on either is reaped below or rings again.
+    exits.clear();
     let mut e = Exited {
         proc_: Default::default(),
         why: 0,
@@ -79,19 +84,26 @@ pub fn wait_for_child(
         // A signal came (a stop, a restart): the caller looks at once.
         return None;
     }
-    let mut fds = [libc::pollfd {
-        fd: bell.map_or(-1, WakeFd::fd),
+    let pollfd = |fd| libc::pollfd {
+        fd,
         events: libc::POLLIN,
         revents: 0,
-    }];
+    };
+    let mut fds = [pollfd(bell.map_or(-1, WakeFd::fd)), pollfd(exits.fd())];
     let ms = timeout.as_millis().min(c_int::MAX as u128) as c_int;
-    // SAFETY: one valid pollfd (a negative fd is ignored by poll); EINTR is an answer.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-    if n == 1 && fds[0].revents & (libc::POLLNVAL | libc::POLLERR) != 0 {
-        // The bell is gone (something closed our descriptor): sleep, never spin.
-        fds[0].fd = -1;
+    // SAFETY: two valid pollfds (a negative fd is ignored by poll); EINTR is an answer.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if n > 0
+        && fds
+            .iter()
+            .any(|f| f.revents & (libc::POLLNVAL | libc::POLLERR) != 0)
+    {
+        // A descriptor is gone (something closed ours): sleep, never spin.
+        for f in fds.iter_mut() {
+            f.fd = -1;
+        }
         // SAFETY: as above.
-        unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     }
     None
 }

@@ -3,12 +3,14 @@
 //! signalling one thread of the process.
 //!
 //! Every handler installed here is async-signal-safe: it does nothing, stores one
-//! atomic, or calls `_exit`.
+//! atomic, writes to an eventfd (saving errno), or calls `_exit`.
 
 use std::os::raw::c_int;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::OnceLock;
 
+use crate::ffi::epoll::WakeFd;
 use crate::sys;
 
 /// Set by the SIGTERM handler that [`latch_parents_sigterm`] installs.
@@ -85,11 +87,87 @@ pub fn take_sigterm() -> bool {
     SIGTERM_SEEN.swap(false, Ordering::Relaxed)
 }
 
-/// The parent: a SIGCHLD handler that does nothing but end the parent's wait
-/// (`process::wait_for_child`'s poll returns EINTR) when a child exits; the zombie stays
-/// for the parent to reap, unlike with SIG_IGN.
-pub fn note_child_exits() {
-    install(libc::SIGCHLD, do_nothing);
+/// The parent's child-exit eventfd, made by the first [`ChildExits::watch`] and open for
+/// the rest of the process (a thread that a module runs in the parent may be inside the
+/// handler at any moment, so the descriptor is never closed). Forked children inherit it
+/// and never use it.
+static CHILD_EXIT_BELL: OnceLock<Result<WakeFd, i32>> = OnceLock::new();
+/// Its descriptor, for the handler (-1: none yet).
+static CHILD_EXIT_FD: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn ring_child_exit_bell(_sig: c_int) {
+    // Relaxed: the descriptor number is all that is shared (the eventfd is the kernel's);
+    // it is stored before the handler is first installed and never changed, and a stale -1
+    // would only skip a ring (the wait then ends at its timeout, as without the eventfd).
+    let fd = CHILD_EXIT_FD.load(Ordering::Relaxed);
+    if fd < 0 {
+        return;
+    }
+    let one: u64 = 1;
+    // SAFETY: write(2) and errno's location are async-signal-safe; errno is put back, so
+    // the interrupted code sees its own. EAGAIN (counter full) is harmless: it is readable.
+    unsafe {
+        let errno = *libc::__errno_location();
+        libc::write(fd, &one as *const u64 as *const libc::c_void, 8);
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// The parent, while it waits for its children: SIGCHLD rings an eventfd (the self-pipe
+/// way) and interrupts a blocking call, so an exit that lands between a reap and the wait
+/// that follows ends the wait too. The zombie stays for the parent to reap, unlike with
+/// SIG_IGN. SIGCHLD's default action comes back when this is dropped.
+#[derive(Debug)]
+pub struct ChildExits {
+    bell: &'static Result<WakeFd, i32>,
+}
+
+impl ChildExits {
+    /// Installs the handler (the parent's thread only, which forks no children meanwhile).
+    pub fn watch() -> ChildExits {
+        let bell = CHILD_EXIT_BELL.get_or_init(|| {
+            let b = WakeFd::new();
+            if let Ok(b) = &b {
+                // Relaxed: see ring_child_exit_bell.
+                CHILD_EXIT_FD.store(b.fd(), Ordering::Relaxed);
+            }
+            b
+        });
+        // SAFETY: the handler is async-signal-safe (see ring_child_exit_bell); no
+        // SA_RESTART, so a blocking call sees EINTR (as `install` gets from apr_signal).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = ring_child_exit_bell as extern "C" fn(c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGCHLD, &sa, ptr::null_mut());
+        }
+        ChildExits { bell }
+    }
+
+    /// Why there is no eventfd (errno): an exit that lands between a reap and the wait
+    /// is then noticed when the wait times out.
+    pub fn error(&self) -> Option<i32> {
+        self.bell.as_ref().err().copied()
+    }
+
+    /// Readable since the last [`ChildExits::clear`] if a child exited (poll it); -1 if
+    /// there is no eventfd.
+    pub fn fd(&self) -> c_int {
+        self.bell.as_ref().map_or(-1, WakeFd::fd)
+    }
+
+    /// Forgets the exits rung so far: call it before looking for exited children.
+    pub fn clear(&self) {
+        if let Ok(b) = self.bell {
+            b.clear();
+        }
+    }
+}
+
+impl Drop for ChildExits {
+    fn drop(&mut self) {
+        default_action(libc::SIGCHLD);
+    }
 }
 
 /// Puts `sig`'s default action back (a forked child drops the parent's handlers).
@@ -193,5 +271,43 @@ impl OsThread {
     pub unsafe fn signal(self, sig: c_int) {
         // SAFETY: the id is valid (caller).
         unsafe { libc::pthread_kill(self.0, sig) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_exit_rings_the_watch_before_any_reap() {
+        let exits = ChildExits::watch();
+        assert_eq!(exits.error(), None);
+        exits.clear();
+        // SAFETY: the child only calls _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: async-signal-safe, right after fork.
+            unsafe { libc::_exit(0) }
+        }
+        assert!(pid > 0, "fork failed");
+        let mut fd = libc::pollfd {
+            fd: exits.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Whichever thread the handler ran on, the eventfd is readable (poll may see EINTR
+        // first, on this thread).
+        let ready = loop {
+            // SAFETY: one valid pollfd.
+            let n = unsafe { libc::poll(&mut fd, 1, 10_000) };
+            if n >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break n == 1;
+            }
+        };
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        drop(exits);
+        assert!(ready, "no ring within 10 s of the child's exit");
     }
 }

@@ -239,7 +239,14 @@ impl Parent {
         // A child's exit ends the wait at once (SIGCHLD), so its slot is free for a
         // replacement within milliseconds: after a graceful restart without room in the
         // scoreboard, each old child that leaves makes way for a new one.
-        signal::note_child_exits();
+        let exits = signal::ChildExits::watch();
+        if let Some(errno) = exits.error() {
+            crate::mpm_log!(
+                level::WARNING,
+                errno,
+                "RW00048: could not create the parent's child-exit eventfd; an exit may be noticed up to a second late"
+            );
+        }
         // So does a child that begins to retire, ringing the parent's bell.
         let bell = r.parent_bell().and_then(|fd| {
             // SAFETY: ensure_parent_bell made `fd`, an eventfd open until exit.
@@ -251,7 +258,7 @@ impl Parent {
         while r.shutdown_pending() == 0 && r.restart_pending() == 0 {
             let left = next_maintenance.saturating_duration_since(Instant::now());
             if let Some(exited) =
-                process::wait_for_child(self.token, self.pconf, bell.as_ref(), left)
+                process::wait_for_child(self.token, self.pconf, bell.as_ref(), &exits, left)
             {
                 self.child_exited(exited);
                 continue;
@@ -280,7 +287,8 @@ impl Parent {
                 }
             }
         }
-        signal::default_action(libc::SIGCHLD);
+        // SIGCHLD's default action is back.
+        drop(exits);
     }
 
     /// `bucket`'s census, looking for at most `spawn_rate` free slots, and the limits it is
