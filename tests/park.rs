@@ -15,8 +15,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    parse_ab, pid_connection_peers_on, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm, Server,
-    ServerOpts,
+    fd_count, parse_ab, pid_connection_peers_on, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm,
+    Server, ServerOpts,
 };
 
 /// MaxRequestWorkers 150 in 6 children of 25, all started, parking on.
@@ -591,6 +591,73 @@ fn children_that_hold_parked_connections_are_not_retired_as_spare() {
             s.error_log()
         );
     }
+    s.assert_no_warnings_in_error_log();
+}
+
+/// Children take turns at connections that stay: a child whose new connection is kept
+/// alive after its first response goes to the back of the listening socket's queue, so
+/// that the next new connection goes to a sibling with a waiting worker. Without the turn
+/// the kernel gives every connection to the first child with a waiting worker, and busy
+/// keep-alive clients pile up on that child's workers while its siblings idle. 30 clients
+/// that connect one after another (each waits for its first response) on three children
+/// of 25 threads: each child holds at most 20 (without the turn one held all 30).
+#[test]
+fn keep_alive_clients_that_connect_one_by_one_spread_over_the_children() {
+    if !rworker_only() {
+        return;
+    }
+    let s = Server::start(
+        ServerOpts::default()
+            .start_servers(3)
+            .server_limit(3)
+            .max_request_workers(75)
+            .spare_threads(25, 75)
+            .keep_alive(true)
+            .max_keep_alive_requests(0)
+            .line("KeepAliveTimeout 60")
+            .line("RWorkerKeepAlive park"),
+    );
+    assert!(
+        s.wait_settled(Duration::from_secs(30)),
+        "three children never settled"
+    );
+    let children = s.children();
+    assert_eq!(children.len(), 3, "children: {children:?}");
+    let before: Vec<usize> = children.iter().map(|&c| fd_count(c)).collect();
+    let conns: Vec<TcpStream> = (0..30)
+        .map(|i| {
+            let mut c = TcpStream::connect(s.addr()).unwrap_or_else(|e| panic!("connect {i}: {e}"));
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            c.write_all(REQ).unwrap();
+            assert_eq!(
+                read_response(&mut c),
+                Some(200),
+                "first response on client {i}"
+            );
+            c
+        })
+        .collect();
+    // Each held connection is one more descriptor in the child that accepted it.
+    let held = || -> Vec<usize> {
+        children
+            .iter()
+            .zip(&before)
+            .map(|(&c, &b)| fd_count(c).saturating_sub(b))
+            .collect()
+    };
+    let all_held = wait_until(Duration::from_secs(20), || {
+        held().iter().sum::<usize>() == 30
+    });
+    let per_child = held();
+    assert!(
+        all_held,
+        "the children do not hold the 30 connections: {per_child:?}"
+    );
+    assert!(
+        per_child.iter().all(|&n| n <= 20),
+        "one child took most of the connections: {per_child:?}"
+    );
+    drop(conns);
     s.assert_no_warnings_in_error_log();
 }
 

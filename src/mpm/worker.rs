@@ -21,7 +21,7 @@ use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::Next;
-use crate::mpm::parking::{Filed, ParkState, Parked, Parking, Waiter, Woken};
+use crate::mpm::parking::{Filed, GateIndex, ParkState, Parked, Parking, Waiter, Woken};
 use crate::mpm::query;
 use crate::mpm::runtime::{ChildRuntime, StopMode, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
@@ -229,7 +229,7 @@ impl Worker {
                     if injected_panic_due() {
                         panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
                     }
-                    self.serve_new(conn, p, &mut w)
+                    self.serve_new(conn, how.gate, p, &mut w)
                 }
                 Woken::Ready(parked) => self.resume(parked, p, &mut w),
                 Woken::Expired(due) => {
@@ -260,11 +260,12 @@ impl Worker {
         }
     }
 
-    /// A connection this worker accepted: its connection state, then its first request.
-    fn serve_new(&self, conn: Conn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+    /// A connection this worker accepted on `gate`: its connection state, then its first
+    /// request.
+    fn serve_new(&self, conn: Conn, gate: GateIndex, p: &Parking, w: &mut Waiter) -> Option<Pool> {
         let rt = self.rt;
         match AsyncConn::create(&self.thd, conn.sock, conn.ptrans, rt.slot, self.tn, self.id) {
-            Ok(c) => self.run_async(c, None, p, w),
+            Ok(c) => self.run_async(c, None, Some(gate), p, w),
             Err(mut pool) => {
                 p.closed();
                 pool.clear();
@@ -282,7 +283,7 @@ impl Worker {
         let filed = parked.filed();
         let mut c = parked.conn;
         c.resume(&self.thd, rt.slot, self.tn, self.id);
-        self.run_async(c, Some(filed), p, w)
+        self.run_async(c, Some(filed), None, p, w)
     }
 
     /// A parked connection whose time is up: a keep-alive or I/O wait ends with a short
@@ -306,11 +307,14 @@ impl Worker {
     }
 
     /// Runs a parked-mode connection until it parks, is suspended, or closes; `filed` is
-    /// the timeout entry of its last park, if it came out of the set.
+    /// the timeout entry of its last park, if it came out of the set; `new_on` the
+    /// listening socket of a connection accepted now (it takes its child's turn there if
+    /// it stays open after its first response).
     fn run_async(
         &self,
         mut c: AsyncConn,
         filed: Option<Filed>,
+        mut new_on: Option<GateIndex>,
         p: &Parking,
         w: &mut Waiter,
     ) -> Option<Pool> {
@@ -325,6 +329,9 @@ impl Worker {
                     c.set_status(status::BUSY_WRITE);
                     if !self.write_completion(&mut c) || !c.keeps_alive() {
                         return self.linger(c, p, w);
+                    }
+                    if let Some(gate) = new_on.take() {
+                        p.take_turn(gate);
                     }
                     if c.input_pending() {
                         continue; // a pipelined request: serve it now

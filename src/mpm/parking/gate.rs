@@ -2,33 +2,40 @@
 //!
 //! The socket is registered edge-triggered and exclusive (`Interest::ReadEdgeExclusive`): a
 //! new connection wakes one waiter, in one child's set that has a waiter. A woken worker
-//! accepts one connection, and then the registration is deleted and added again: the add
-//! polls the socket, so connections still queued (they came while no worker waited) wake a
-//! waiter of this set, and it puts this child at the back of the socket's queue of sets, so
-//! the next connection goes to a sibling that waits (children take turns). Deleting it (and
-//! not adding it back) is how a child stops accepting: at its open-file limit, at
+//! accepts one connection. Deleting the registration and adding it again (`apply`) does
+//! two things: the add polls the socket, so connections still queued wake a waiter of this
+//! set, and it puts this child at the back of the socket's queue of sets, so the next
+//! connection goes to a sibling that waits (children take turns). Deleting it (and not
+//! adding it back) is how a child stops accepting: at its open-file limit, at
 //! MaxConnectionsPerChild, when it stops.
 //!
-//! Why every accept, not only when connections were left queued: the kernel gives a new
-//! connection to the first set in the socket's queue that has a waiter, so without the turn
-//! the child at the front takes every connection whenever one of its workers has just parked
-//! a busy one, and busy keep-alive connections pile up there (one child held 37 of `wrk
-//! -c50`'s connections on 25 workers, its siblings 1-3) while siblings' workers idle. Those
-//! connections then wait for each other's requests (p99 6-8 ms against the stock worker's
-//! 3), and a child with as many busy connections as workers has nobody waiting, so nobody
-//! holds (see `worker::HOLD_ON_WORKER`) and every request parks. Taking turns keeps them
-//! spread (17/16/17, as `wrk -c50` without reconnects lands). Measured (rworker-ab,
-//! Debian's sizing, MaxKeepAliveRequests 100, 5 reps paired against the build without the
-//! turn, 2026-12-05): keep-alive 50 clients 1.12x / 1.06x the requests (1 B / 4 KiB) at
-//! 0.88x / 0.96x the CPU per request, p99 2.9 against 7.7 ms; the other cells within the
-//! spread, `Connection: close` included (two `epoll_ctl` calls per connection).
+//! The turn is taken when a new connection stays open after its first response
+//! (`Parking::take_turn`), not at every accept. Why turns at all: the kernel gives a new
+//! connection to the first set in the socket's queue that has a waiter, so without them
+//! the child at the front takes every connection whenever one of its workers has just
+//! parked a busy one, and busy keep-alive connections pile up there (one child held 37 of
+//! `wrk -c50`'s connections on 25 workers, its siblings 1-3) while siblings' workers idle.
+//! Those connections then wait for each other's requests (p99 6-8 ms against the stock
+//! worker's 3), and a child with as many busy connections as workers has nobody waiting,
+//! so nobody holds (see `worker::HOLD_ON_WORKER`) and every request parks. Taking turns
+//! keeps them spread (17/16/17, as `wrk -c50` without reconnects lands). Measured
+//! (rworker-ab, Debian's sizing, MaxKeepAliveRequests 100, 5 reps paired against the build
+//! without turns, 2026-12-05): keep-alive 50 clients 1.12x / 1.06x the requests (1 B / 4
+//! KiB) at 0.88x / 0.96x the CPU per request, p99 2.9 against 7.7 ms. Why not at every
+//! accept (as until 2026-12-06): a connection that closes after one response leaves
+//! nothing to spread, and the two `epoll_ctl` calls cost a `Connection: close` request
+//! about 5 % of the server's CPU (perf, `wrk -c100`, Debian's sizing); paired against
+//! turns at every accept (3 reps, 1 B): close 100 clients 1.10x the requests at 0.90x the
+//! CPU, keep-alive 50 within the spread (1.02x / 0.96x).
 //!
 //! The add's poll is also what tells a waiter about connections left in the queue, so
-//! nothing else has to: a worker that accepted one re-adds the socket without looking at
-//! the queue, and one whose accept failed (a broken accept, no free descriptor) re-adds it
-//! too unless it found the queue empty (then the next connection wakes a waiter by itself).
-//! If no worker waits in the set at that moment, the event stays in the set's ready list
-//! for the next one that waits.
+//! nothing else has to: a worker that accepted one re-adds the socket if connections are
+//! still queued (they came before its wake's event was collected, and their own wakes
+//! found that event pending), and one whose accept failed (a broken accept, no free
+//! descriptor) re-adds it too unless it found the queue empty. A connection that comes
+//! after the event was collected wakes a waiter by itself (edge-triggered). If no worker
+//! waits in the set at that moment, the event stays in the set's ready list for the next
+//! one that waits.
 //!
 //! Taking the socket out of the set (and not adding it back) drops a new connection's
 //! event that the set took and no worker collected yet: the kernel told no other set of
@@ -184,6 +191,12 @@ impl Inside<'_> {
         // SAFETY: we are inside the gate: it is not closed (closing waits for us), and a
         // serial accept function has only us inside (`enter`'s limit).
         unsafe { self.gate.sock.accept(ptrans) }
+    }
+
+    /// Whether connections wait in the socket's queue now.
+    pub fn has_queued(&self) -> bool {
+        // SAFETY: we are inside the gate: it is not closed (closing waits for us).
+        unsafe { self.gate.sock.has_queued() }
     }
 
     /// Leaves accept.

@@ -197,7 +197,13 @@ pub struct Admission {
     pub pool: Counter,
     /// MaxConnectionsPerChild was reached (the child retires once it is served).
     pub last: bool,
+    /// The listening socket it came from, for [`Parking::take_turn`].
+    pub gate: GateIndex,
 }
+
+/// One of the child's listening sockets, named for [`Parking::take_turn`].
+#[derive(Clone, Copy, Debug)]
+pub struct GateIndex(usize);
 
 /// What a worker woke for (see the module doc).
 pub enum Woken {
@@ -370,9 +376,10 @@ impl Parking {
                 Woken::Nothing
             }
             k if k <= GATES && GATES - k < self.gates.len() as u64 => {
-                let g = &self.gates[(GATES - k) as usize];
+                let i = GateIndex((GATES - k) as usize);
+                let g = &self.gates[i.0];
                 match g.enter() {
-                    Some(inside) => self.accept(g, inside, w),
+                    Some(inside) => self.accept(i, g, inside, w),
                     None => Woken::Nothing,
                 }
             }
@@ -442,7 +449,7 @@ impl Parking {
     /// a child that has no worker for it. (Accept batches, which parked a connection in the
     /// set for each other waiter, left connections waiting in a child whose workers had
     /// meanwhile all turned busy, up to Timeout, while a sibling's workers idled.)
-    fn accept(&self, g: &Gate, inside: Inside<'_>, w: &mut Waiter) -> Woken {
+    fn accept(&self, i: GateIndex, g: &Gate, inside: Inside<'_>, w: &mut Waiter) -> Woken {
         let mut conn = None;
         // The socket's queue was seen empty: the next connection wakes a waiter by itself
         // (edge-triggered), so the registration may stay as it is.
@@ -460,6 +467,7 @@ impl Parking {
                     let how = Admission {
                         pool: source,
                         last: self.budget.accepted(),
+                        gate: i,
                     };
                     conn = Some((Conn { sock, ptrans: pool }, how));
                     break;
@@ -478,13 +486,14 @@ impl Parking {
                 }
             }
         }
+        // Connections still queued after an accept came before this wake's event was
+        // collected (their wakes found it pending), so nothing will tell a waiter of them:
+        // deleting and adding the socket again polls the queue (see `gate`).
+        let more = conn.is_some() && inside.has_queued();
         inside.leave();
-        // Out of the set if the child stopped accepting; else, after an accept, deleted and
-        // added again: the add polls the queue (connections still there wake a waiter) and
-        // puts the child at the back of the socket's queue of sets, so that new connections
-        // take turns among the children with a waiter (see `gate`'s module doc for why, and
-        // the measurement). A failed accept that did not empty the queue re-polls it too.
-        if !self.accepting() || conn.is_some() || !emptied {
+        // Out of the set if the child stopped accepting; re-added after an accept that
+        // left connections queued, or after a failed one that did not empty the queue.
+        if !self.accepting() || more || (conn.is_none() && !emptied) {
             self.settle(g);
         }
         match (conn, broken) {
@@ -492,6 +501,14 @@ impl Parking {
             (None, true) => Woken::Broken,
             (None, false) => Woken::Nothing,
         }
+    }
+
+    /// A connection accepted on `gate` stays open after its first response: this child
+    /// goes to the back of the socket's queue of sets, so that the next new connection
+    /// goes to a sibling with a waiter (see `gate`'s module doc for why, and the
+    /// measurement).
+    pub fn take_turn(&self, gate: GateIndex) {
+        self.settle(&self.gates[gate.0]);
     }
 
     /// A transaction pool for an accept: a recycled one, or a new one; and which it was
