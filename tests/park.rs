@@ -456,10 +456,9 @@ fn max_connections_per_child_and_graceful_stop_with_parked_connections() {
     s.assert_no_warnings_in_error_log_except(&["AH00286"]);
 }
 
-/// With one worker per child, that worker waits in accept whenever it is idle (someone must
-/// accept), so every parked connection that speaks again needs the listener to interrupt it
-/// there (SIGUSR1) and bring it to the fdqueue; and while new connections keep coming, new
-/// and parked connections must take turns on it. Keep-alive clients on two one-thread
+/// With one worker per child, that worker is its child's only waiter in the event set, for
+/// new connections and for parked ones that speak again alike; while new connections keep
+/// coming, the parked ones must still get their turn. Keep-alive clients on two one-thread
 /// children are all served promptly while `ab -c 2` keeps connecting.
 #[test]
 fn a_child_of_one_thread_serves_parked_connections_through_its_accepting_worker() {
@@ -500,11 +499,10 @@ fn a_child_of_one_thread_serves_parked_connections_through_its_accepting_worker(
     let _ = load.kill();
     let _ = load.wait();
     eprintln!("90 kept-alive requests on one-thread children in {took:?}");
-    // 90 resumptions, each needing a worker out of accept: without the nudge none would be
-    // served (the read times out), nor while ab keeps the backlog full if the worker went
-    // from accept to accept; a nudge that missed costs a 5 ms retry. The bound is a
-    // product promise with room for a loaded machine: 7-150 ms measured with four CPU
-    // hogs beside the test at load average 26-32 on 2 cores.
+    // 90 resumptions, each by the worker that also accepts: a parked connection left
+    // behind the accepts while ab keeps the backlog full, or a readiness event lost, times
+    // the read out. The bound is a product promise with room for a loaded machine: 7-150
+    // ms measured with four CPU hogs beside the test at load average 26-32 on 2 cores.
     assert!(
         took < Duration::from_secs(3),
         "90 kept-alive requests on a one-thread child took {took:?}"

@@ -866,7 +866,7 @@ fn a_quiet_child_near_its_max_connections_per_child_sleeps() {
     }
     let children = s.children();
     assert_eq!(children.len(), 1, "{children:?}");
-    let child = *children.iter().next().unwrap();
+    let child = *children.first().unwrap();
     let before = wake_ups(child).expect("the child lives");
     sleep(Duration::from_secs(3));
     let after = wake_ups(child).expect("the child lives");
