@@ -15,8 +15,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    fd_count, parse_ab, pid_connection_peers_on, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm,
-    Server, ServerOpts,
+    parse_ab, pid_connection_peers_on, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm, Server,
+    ServerOpts,
 };
 
 /// MaxRequestWorkers 150 in 6 children of 25, all started, parking on.
@@ -621,7 +621,6 @@ fn keep_alive_clients_that_connect_one_by_one_spread_over_the_children() {
     );
     let children = s.children();
     assert_eq!(children.len(), 3, "children: {children:?}");
-    let before: Vec<usize> = children.iter().map(|&c| fd_count(c)).collect();
     let conns: Vec<TcpStream> = (0..30)
         .map(|i| {
             let mut c = TcpStream::connect(s.addr()).unwrap_or_else(|e| panic!("connect {i}: {e}"));
@@ -635,21 +634,23 @@ fn keep_alive_clients_that_connect_one_by_one_spread_over_the_children() {
             c
         })
         .collect();
-    // Each held connection is one more descriptor in the child that accepted it.
-    let held = || -> Vec<usize> {
-        children
-            .iter()
-            .zip(&before)
-            .map(|(&c, &b)| fd_count(c).saturating_sub(b))
-            .collect()
-    };
-    let all_held = wait_until(Duration::from_secs(20), || {
-        held().iter().sum::<usize>() == 30
+    // Which child holds each client, by the client's port in the child's sockets (a reading
+    // of the kernel's tables may miss a socket: the union of readings, until all are seen).
+    let ours: BTreeSet<u16> = conns
+        .iter()
+        .map(|c| c.local_addr().unwrap().port())
+        .collect();
+    let mut held: Vec<BTreeSet<u16>> = vec![BTreeSet::new(); children.len()];
+    let all_seen = wait_until(Duration::from_secs(20), || {
+        for (h, &c) in held.iter_mut().zip(&children) {
+            h.extend(pid_connection_peers_on(c, s.port).intersection(&ours));
+        }
+        held.iter().map(BTreeSet::len).sum::<usize>() == ours.len()
     });
-    let per_child = held();
+    let per_child: Vec<usize> = held.iter().map(BTreeSet::len).collect();
     assert!(
-        all_held,
-        "the children do not hold the 30 connections: {per_child:?}"
+        all_seen,
+        "the children do not hold the 30 clients: {per_child:?}"
     );
     assert!(
         per_child.iter().all(|&n| n <= 20),
