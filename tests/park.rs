@@ -453,7 +453,10 @@ fn max_connections_per_child_and_graceful_stop_with_parked_connections() {
     eprintln!("-k graceful-stop: all gone after {:?}", t0.elapsed());
     let open = conns.iter().filter(|c| !closed_by_server(c)).count();
     assert_eq!(open, 0, "idle connections left open by graceful-stop");
-    s.assert_no_warnings_in_error_log_except(&["AH00286"]);
+    // 1,000 parked connections count as work on 150 threads and ServerLimit 6: a census
+    // finds the scoreboard full, at MaxRequestWorkers (AH00286) or, while a retiring child
+    // still holds its slot, within MinSpareThreads of it (AH00287), as the stock worker says.
+    s.assert_no_warnings_in_error_log_except(&["AH00286", "AH00287"]);
 }
 
 /// With one worker per child, that worker is its child's only waiter in the event set, for
