@@ -7,7 +7,7 @@
 
 use std::os::raw::c_int;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use crate::ffi::epoll::WakeFd;
@@ -92,24 +92,17 @@ pub fn take_sigterm() -> bool {
 /// handler at any moment, so the descriptor is never closed). Forked children inherit it
 /// and never use it.
 static CHILD_EXIT_BELL: OnceLock<Result<WakeFd, i32>> = OnceLock::new();
-/// Its descriptor, for the handler (-1: none yet).
-static CHILD_EXIT_FD: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn ring_child_exit_bell(_sig: c_int) {
-    // Relaxed: the descriptor number is all that is shared (the eventfd is the kernel's);
-    // it is stored before the handler is first installed and never changed, and a stale -1
-    // would only skip a ring (the wait then ends at its timeout, as without the eventfd).
-    let fd = CHILD_EXIT_FD.load(Ordering::Relaxed);
-    if fd < 0 {
-        return;
-    }
-    let one: u64 = 1;
-    // SAFETY: write(2) and errno's location are async-signal-safe; errno is put back, so
-    // the interrupted code sees its own. EAGAIN (counter full) is harmless: it is readable.
-    unsafe {
-        let errno = *libc::__errno_location();
-        libc::write(fd, &one as *const u64 as *const libc::c_void, 8);
-        *libc::__errno_location() = errno;
+    // OnceLock::get is one atomic load, no lock: async-signal-safe. The bell is made
+    // before the handler is first installed.
+    if let Some(Ok(bell)) = CHILD_EXIT_BELL.get() {
+        // SAFETY: errno's location is async-signal-safe to read and write; errno is put
+        // back around the write(2), so the interrupted code sees its own.
+        let errno = unsafe { *libc::__errno_location() };
+        bell.signal();
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
     }
 }
 
@@ -125,19 +118,15 @@ pub struct ChildExits {
 impl ChildExits {
     /// Installs the handler (the parent's thread only, which forks no children meanwhile).
     pub fn watch() -> ChildExits {
-        let bell = CHILD_EXIT_BELL.get_or_init(|| {
-            let b = WakeFd::new();
-            if let Ok(b) = &b {
-                // Relaxed: see ring_child_exit_bell.
-                CHILD_EXIT_FD.store(b.fd(), Ordering::Relaxed);
-            }
-            b
-        });
-        // SAFETY: the handler is async-signal-safe (see ring_child_exit_bell); no
-        // SA_RESTART, so a blocking call sees EINTR (as `install` gets from apr_signal).
+        let bell = CHILD_EXIT_BELL.get_or_init(WakeFd::new);
+        // SAFETY: the handler is async-signal-safe (see ring_child_exit_bell). The flags
+        // are apr_signal's for SIGCHLD (no SA_RESTART, so a blocking call sees EINTR;
+        // SA_NOCLDSTOP), set here rather than through `install` so that the unit test
+        // runs without APR.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = ring_child_exit_bell as extern "C" fn(c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_NOCLDSTOP;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(libc::SIGCHLD, &sa, ptr::null_mut());
         }
