@@ -45,11 +45,18 @@ if [[ -x "$HOME/.cargo/bin/cargo" ]]; then
 fi
 if ! command -v cargo >/dev/null 2>&1; then
     cat >&2 <<'MSG'
-setup-deps: cargo not found. Install a Rust toolchain (1.75 or newer) with rustup:
+setup-deps: cargo not found. Install a Rust toolchain (1.85 or newer) with rustup:
     curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y
     . "$HOME/.cargo/env"
 then run this script again.
 MSG
+    exit 1
+fi
+# The module builds with 1.77 (bindgen's dependencies); the suite's test dependencies
+# (tempfile, ureq) need 1.85. A toolchain older than that fails in the middle of a build.
+rustc_version=$(rustc --version | awk '{print $2}')
+if [[ $(printf '%s\n' 1.85.0 "$rustc_version" | sort -V | head -n 1) != 1.85.0 ]]; then
+    echo "setup-deps: rustc $rustc_version is older than 1.85; update it with: rustup update stable" >&2
     exit 1
 fi
 echo "setup-deps: $(cargo --version)"
