@@ -1,4 +1,4 @@
-//! `RWorkerKeepAlive park`: idle keep-alive connections wait in the listener's poll set
+//! `RWorkerKeepAlive park`: idle keep-alive connections wait in their child's event set
 //! without a thread, so fresh clients are served at once even when there are far more
 //! open connections than workers, and no idle connection is closed before its
 //! KeepAliveTimeout because workers were busy. Graceful restart and stop with parked
