@@ -16,6 +16,7 @@ use crate::ffi::conn::create_conn_rec;
 use crate::ffi::pool::Pool;
 use crate::ffi::socket::ClientSocket;
 use crate::ffi::thread::CurrentThread;
+use crate::ffi::vhost;
 use crate::sys;
 
 /// What the connection's process_connection hooks asked for, normalised as event does.
@@ -225,19 +226,18 @@ impl AsyncConn {
         unsafe { sys::ap_update_child_status(self.sbh, status, ptr::null_mut()) };
     }
 
-    /// The KeepAliveTimeout of the connection's server (the base server of its address).
+    /// The KeepAliveTimeout the connection waits under between requests: its last
+    /// request's vhost's where that vhost sets one (see `vhost`).
     pub fn keep_alive_timeout(&self) -> Duration {
-        // SAFETY: the connection is ours; base_server is the vhost record, live for the
-        // generation.
-        let us = unsafe { (*(*self.c()).base_server).keep_alive_timeout };
-        Duration::from_micros(us.max(0) as u64)
+        // SAFETY: the connection is ours.
+        unsafe { vhost::keep_alive_timeout(self.c()) }
     }
 
-    /// The Timeout of the connection's server.
+    /// The Timeout the connection waits under in write completion or a module's I/O wait
+    /// (the same vhost's).
     pub fn timeout(&self) -> Duration {
-        // SAFETY: as for keep_alive_timeout.
-        let us = unsafe { (*(*self.c()).base_server).timeout };
-        Duration::from_micros(us.max(0) as u64)
+        // SAFETY: the connection is ours.
+        unsafe { vhost::timeout(self.c()) }
     }
 
     /// The socket's descriptor.

@@ -23,6 +23,13 @@ pub fn set_module_index(index: c_int) {
     MODULE_INDEX.store(index, Ordering::Relaxed);
 }
 
+/// rworker's module index (-1 before `register_hooks`): its log tag, and its entry in the
+/// per-module vectors httpd keeps (`conn_config`, see `vhost`).
+pub fn module_index() -> c_int {
+    // Relaxed: see set_module_index.
+    MODULE_INDEX.load(Ordering::Relaxed)
+}
+
 /// httpd log levels (`APLOG_*` in http_log.h), as `c_int`.
 pub mod level {
     use crate::sys;

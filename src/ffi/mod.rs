@@ -15,7 +15,9 @@
 //!   status_hook;
 //! - `listen`: listening sockets, pipes of death, accept mutexes; `socket`: the client
 //!   socket; `conn`: serving a connection through the core; `fdqueue`: httpd's own
-//!   fdqueue (for `RWorkerQueue apr`).
+//!   fdqueue (for `RWorkerQueue apr`);
+//! - `async_conn`: a connection served the asynchronous way (parked between requests);
+//!   `vhost`: whose timeouts it waits under; `epoll`: the parking child's event set.
 
 pub mod async_conn;
 pub mod conn;
@@ -36,3 +38,4 @@ pub mod signal;
 pub mod socket;
 pub mod status;
 pub mod thread;
+pub mod vhost;

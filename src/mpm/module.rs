@@ -66,6 +66,8 @@ unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
     crate::ffi::status::add_hook(status::render);
     // Parked connections: h2's secondary connections need their own state.
     crate::ffi::async_conn::register_secondary_state_hook();
+    // Parked connections wait under their vhost's timeouts, as under event.
+    crate::ffi::vhost::register_hooks();
     // SAFETY: called once per load by ap_add_module, single-threaded; the hook functions
     // live in this DSO, which is never unmapped (-z nodelete); CORE_ONLY is a
     // NUL-terminated 'static list.
