@@ -6,8 +6,9 @@
 # Runs twice: every model in the spinning regime (pushes rely on the wake token alone), then the
 # FdQueue models again in the "waiters sleep long" regime: no spinning, and a push that relied on a wake
 # in flight may wake one more sleeper (RWORKER_LOOM_SLEEP_LONG=1, see adaptive_spin.rs).
-# The parking models (tests/loom_park.rs: claim word, timeout FIFOs, a re-park under a filed
-# entry, wake-all on stop, serial changes, the connection budget) read no regime; they run once.
+# The parking models (tests/loom_park.rs: claim word, timeout FIFOs, a park against its expiry,
+# the park/stop handshake and a weaker fence that loses it, wake-all on stop, a listening
+# socket's close, serial changes, the connection budget) read no regime; they run once.
 set -eu
 cd "$(dirname "$0")/.."
 run() {
@@ -18,7 +19,7 @@ run() {
 }
 echo "== loom: spinning regime (wake token only)"
 RWORKER_LOOM_SLEEP_LONG=0 run loom "$@"
-echo "== loom: parking models (claim word, timeout FIFOs, re-park under a filed entry, wake-all on stop, serial changes, connection budget)"
+echo "== loom: parking models (claim word, timeout FIFOs, park against expiry, park/stop handshake, wake-all on stop, socket close, serial changes, connection budget)"
 run loom_park "$@"
 echo "== loom: waiters sleep long (no spinning, extra wakes on), FdQueue models"
 if [ "$#" -eq 0 ]; then

@@ -459,6 +459,140 @@ fn max_connections_per_child_and_graceful_stop_with_parked_connections() {
     s.assert_no_warnings_in_error_log_except(&["AH00286", "AH00287"]);
 }
 
+/// Issue 40, defect 5: two processes share a scoreboard slot. A graceful restart that
+/// raises ThreadsPerChild from 25 to 50 (ServerLimit 6, every slot held by an old child)
+/// forks the new generation into the old children's slots, whose columns 25..49 are free,
+/// while the old children still close their 200 parked connections. The counts mod_status
+/// shows stay those of the slot's own child: once the old ones are gone, `ConnsTotal` is
+/// exactly the new connections open (plus the status request's own) and
+/// `ConnsAsyncKeepAlive` the parked ones. Before, each child added and subtracted in the
+/// slot it shared, and the old children's closes took the new ones' counts below zero
+/// (ConnsTotal near 4.29e9).
+#[test]
+fn a_slot_shared_across_a_graceful_restart_keeps_exact_counts() {
+    if !rworker_only() {
+        return;
+    }
+    let base = opts().thread_limit(64).max_keep_alive_requests(0);
+    let mut s = Server::start(base.clone());
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
+    let old = s.children();
+    let parked = idle_connections(&s, 200);
+    s.rewrite_conf(base.threads_per_child(50));
+    s.graceful();
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let now = s.children();
+            !now.is_empty() && now.iter().all(|p| !old.contains(p))
+        }),
+        "old children still running after the graceful restart: {old:?} -> {:?}\n{}",
+        s.children(),
+        s.error_log()
+    );
+    // The old children closed what they parked (no more request came within their grace).
+    assert!(
+        wait_until(Duration::from_secs(15), || parked
+            .iter()
+            .all(closed_by_server)),
+        "parked connections of the old generation left open"
+    );
+    let conns = idle_connections(&s, 40);
+    let mut last = (0, 0, 0);
+    let exact = wait_until(Duration::from_secs(20), || {
+        let st = s.server_status_auto();
+        last = (
+            st.num("ConnsTotal"),
+            st.num("ConnsAsyncKeepAlive"),
+            st.num("RWorkerParked"),
+        );
+        last == (41, 40, 40)
+    });
+    assert!(
+        exact,
+        "ConnsTotal, ConnsAsyncKeepAlive, RWorkerParked {last:?}, not (41, 40, 40) with 40 idle connections open\n{}",
+        s.error_log()
+    );
+    drop(conns);
+    s.assert_no_warnings_in_error_log_except(&["AH00286", "AH00287"]);
+}
+
+/// Issue 40, defect 3: `-k graceful-stop` closes the listening socket at once, though a
+/// worker may be inside accept on it as the stop begins (it closes it as it leaves), while
+/// the child lives on for a download to a slow reader and its parked connections drain.
+/// Fresh connections keep arriving across the stop, so that workers are in accept then.
+/// New clients are refused promptly (under event too), not queued in a socket nobody
+/// accepts on until the child exits.
+#[test]
+fn graceful_stop_refuses_new_clients_while_the_child_drains() {
+    if !rworker_only() {
+        return;
+    }
+    let s = Server::start(
+        ServerOpts::default()
+            .start_servers(1)
+            .server_limit(1)
+            .threads_per_child(25)
+            .max_request_workers(25)
+            .spare_threads(1, 100)
+            .graceful_shutdown_timeout(30)
+            .keep_alive(true)
+            .line("KeepAliveTimeout 30")
+            .line("RWorkerKeepAlive park"),
+    );
+    std::fs::write(s.docroot().join("64m.bin"), vec![0u8; 64 << 20]).expect("write 64m.bin");
+    let child = s.children()[0];
+    let _parked = idle_connections(&s, 50);
+    let mut download = common::connect_with_rcvbuf(&s.addr(), 4096);
+    download
+        .write_all(b"GET /64m.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    // Fresh clients, one after another, across the stop.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (addr, stop) = (s.addr(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(mut c) = TcpStream::connect(&addr) else {
+                    continue;
+                };
+                let _ = c.set_read_timeout(Some(Duration::from_secs(1)));
+                let _ = c
+                    .write_all(b"GET /index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let mut sink = Vec::new();
+                let _ = c.read_to_end(&mut sink);
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    s.graceful_stop();
+    let refused = wait_until(Duration::from_secs(5), || {
+        TcpStream::connect(s.addr()).is_err()
+    });
+    let after = t0.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().unwrap();
+    assert!(
+        refused,
+        "new clients still connect 5 s after -k graceful-stop\n{}",
+        s.error_log()
+    );
+    assert!(
+        s.children().contains(&child),
+        "the child exited before the check (the download should hold it)"
+    );
+    eprintln!("graceful-stop: new clients refused after {after:?}");
+    drop(download);
+    assert!(
+        wait_until(Duration::from_secs(30), || s.processes().is_empty()),
+        "still running after the download was dropped: {:?}",
+        s.processes()
+    );
+}
+
 /// With one worker per child, that worker is its child's only waiter in the event set, for
 /// new connections and for parked ones that speak again alike; while new connections keep
 /// coming, the parked ones must still get their turn. Keep-alive clients on two one-thread

@@ -7,15 +7,16 @@
 //!   once its open count reaches 0 every worker must leave. Whoever makes that happen (the
 //!   close of the last connection, or the stop itself when nothing is open) sets `exiting`
 //!   and rings. `stopping` and the open count are a Dekker pair: the closer decrements, then
-//!   reads `stopping`; the stopper sets `stopping`, then reads the count, with a SeqCst fence
-//!   between each write and read, so at least one of them sees the drain done.
+//!   reads `stopping`; the stopper sets `stopping`, then reads the count, each through
+//!   `publish_then_check`, so at least one of them sees the drain done.
 //! - The bell is also rung for other reasons (the stop itself, so that the main thread's
 //!   request is seen). A woken worker clears it, and only then reads `exiting`: if set, it
 //!   rings again before it leaves, for the next waiter. A worker that cleared a ring meant
 //!   for the exit therefore always sees `exiting` (the ring was made after `exiting` was set,
 //!   and the clear reads that ring) and passes it on. So no waiter is left behind.
 
-use crate::sync::{fence, AtomicBool, AtomicUsize, Ordering};
+use crate::handshake::publish_then_check;
+use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
 /// The bell in the workers' event set: level-triggered, readable from `ring` until `clear`.
@@ -47,19 +48,21 @@ impl Drain {
     }
 
     /// A connection was closed; rings the bell for the exit when it was the last one
-    /// during a stop.
-    pub fn closed(&self, bell: &impl Bell) {
-        // Relaxed, then a SeqCst fence before reading `stopping`: the closer's half of the
-        // Dekker pair (module doc).
-        let was = self.open.fetch_sub(1, Ordering::Relaxed);
-        debug_assert!(was > 0, "closed more connections than were opened");
-        if was != 1 {
-            return;
-        }
-        fence(Ordering::SeqCst);
-        if self.stopping.load(Ordering::Relaxed) {
-            self.exit(bell);
-        }
+    /// during a stop. Then runs `after` (the caller's own check of a flag that pairs with the
+    /// close: it comes after the same fence).
+    pub fn closed<R>(&self, bell: &impl Bell, after: impl FnOnce() -> R) -> R {
+        // Relaxed decrement: the closer's half of the Dekker pair with `begin_stop`; the
+        // handshake's fence orders it before the read of `stopping`.
+        publish_then_check(
+            || self.open.fetch_sub(1, Ordering::Relaxed),
+            |was| {
+                debug_assert!(was > 0, "closed more connections than were opened");
+                if was == 1 && self.stopping.load(Ordering::Relaxed) {
+                    self.exit(bell);
+                }
+                after()
+            },
+        )
     }
 
     /// Open connections now.
@@ -68,21 +71,22 @@ impl Drain {
         self.open.load(Ordering::Relaxed)
     }
 
-    /// A graceful stop begins: the child will leave once nothing is open. Followed by
-    /// [`Drain::exit_if_drained`] (the caller may look at its parked connections between
-    /// the two: the SeqCst fence here orders that scan after the store).
-    pub fn begin_stop(&self) {
-        // Relaxed, then a SeqCst fence before reading the count (in exit_if_drained): the
-        // stopper's half of the Dekker pair (module doc).
-        self.stopping.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-    }
-
-    /// After [`Drain::begin_stop`]: leaves now if nothing is open.
-    pub fn exit_if_drained(&self, bell: &impl Bell) {
-        if self.open.load(Ordering::Relaxed) == 0 {
-            self.exit(bell);
-        }
+    /// A graceful stop begins: the child will leave once nothing is open. `scan` runs
+    /// after the stop is visible (the caller looks at its parked connections there, the
+    /// other side of each parker's handshake), then the child leaves now if nothing is
+    /// open.
+    pub fn begin_stop(&self, bell: &impl Bell, scan: impl FnOnce()) {
+        // Relaxed store: the stopper's half of the Dekker pair with `closed`; the
+        // handshake's fence orders it before the scan and the read of the count.
+        publish_then_check(
+            || self.stopping.store(true, Ordering::Relaxed),
+            |()| {
+                scan();
+                if self.open.load(Ordering::Relaxed) == 0 {
+                    self.exit(bell);
+                }
+            },
+        )
     }
 
     /// Every worker leaves now, whatever is open (an immediate stop, or the drain done).
@@ -96,8 +100,8 @@ impl Drain {
     /// Whether a stop began.
     pub fn is_stopping(&self) -> bool {
         // Relaxed: a caller that pairs this with a write of its own (a parker after it
-        // published a connection, against the stop's scan of the parked ones) puts a SeqCst
-        // fence before it, and the stop has one after its store.
+        // published a connection, against the stop's scan of the parked ones) reads it in
+        // `publish_then_check`, as the stop writes it.
         self.stopping.load(Ordering::Relaxed)
     }
 

@@ -229,26 +229,6 @@ impl<T> ParkSlots<T> {
         })
     }
 
-    /// Reserves the slot of `ticket` again under the same generation, for the caller that
-    /// has just claimed `ticket`'s value and parks it again as if it had never left (a
-    /// lingering close that read what came and waits on): every ticket handed out for that
-    /// park, its timeout entry among them, claims it again. None unless the slot is empty
-    /// under that generation.
-    pub fn reserve_again(&self, ticket: Ticket, tag: u8) -> Option<Reservation<'_, T>> {
-        let slot = self.slot(ticket.index())?;
-        let empty = word(EMPTY, 0, ticket.generation);
-        // Acquire: as in reserve.
-        slot.word
-            .compare_exchange(
-                empty,
-                word(FILLING, tag, ticket.generation),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .ok()?;
-        Some(Reservation { slot, ticket, tag })
-    }
-
     /// Claims the value parked under `ticket`: Some for the one claimer that wins, None for
     /// every other one and for a stale ticket. A claim that comes while the parker is still
     /// filling the slot makes its `publish` fail (the parker keeps the value) and gets None.
@@ -433,28 +413,6 @@ mod tests {
         let t2 = r.ticket();
         r.publish(5).unwrap();
         assert_eq!(slots.claim(t2), Some(5));
-    }
-
-    #[test]
-    fn a_value_parked_again_under_its_generation_keeps_its_tickets() {
-        let slots = ParkSlots::new(4);
-        let r = slots.reserve(2, 5).unwrap();
-        let t = r.ticket();
-        r.publish('x').unwrap();
-        assert_eq!(slots.claim(t), Some('x'));
-        let r = slots.reserve_again(t, 5).unwrap();
-        assert_eq!(r.ticket(), t);
-        r.publish('x').unwrap();
-        assert_eq!(slots.claim(t), Some('x'), "the same ticket claims it again");
-        assert!(slots
-            .reserve_again(
-                Ticket {
-                    index: 2,
-                    generation: 9
-                },
-                0
-            )
-            .is_none());
     }
 
     #[test]

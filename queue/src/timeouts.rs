@@ -11,12 +11,10 @@
 //!   is. When the entry comes due, the expirer's claim through its ticket fails (the
 //!   connection was parked again under a new generation, or closed) and it forgets the entry.
 //!   So a park costs one push and no search, and an entry lives at most one timeout.
-//! - Filed again: a caller may park a connection again without a new entry while its entry is
-//!   not yet due (one entry per connection, however many times it parks within one timeout,
-//!   so the FIFOs hold at most one entry per connection instead of one per park). That entry
-//!   then comes due early; the expirer files the connection again for its real deadline with
-//!   [`Expiry::refile`], in a heap only the consumer touches (one entry per connection, popped
-//!   with the FIFOs' by deadline).
+//! - Never early: a producer's deadlines in one class must not decrease for its FIFO to stay
+//!   sorted. A push whose deadline is earlier than the FIFO's last one is filed at that last
+//!   one (late by the difference, never early): a caller that files an older deadline (a
+//!   lingering close that waits on, under the deadline it had) may do so.
 //! - A FIFO is a single-producer single-consumer list of fixed-size blocks: the producer
 //!   fills the tail block (allocating the first at its first push) and links a new one when it is full; the consumer frees a block once
 //!   it has popped past it. One consumer at a time: [`Timeouts::try_expire`] hands out the
@@ -29,12 +27,11 @@
 //!   lowers it again to the earliest head. Whoever sets the alarm then re-reads `armed` and sets
 //!   it again while `armed` is lower than what it set, so the alarm's last setting is never
 //!   later than the earliest deadline (a set that lands after a lower one is followed by a
-//!   re-read that sees the lower value).
+//!   re-read that sees the lower value). Both sides go through `publish_then_check`.
 
-use crate::sync::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::handshake::publish_then_check;
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
-use std::cmp::Ordering as Order;
-use std::collections::BinaryHeap;
 use std::mem::MaybeUninit;
 use std::ptr;
 
@@ -82,8 +79,9 @@ struct Fifo<K> {
     /// Entries pushed so far; the producer's Release store publishes each.
     pushed: CachePadded<AtomicUsize>,
     /// The producer's side: the tail block (null until the first push: most FIFOs of a
-    /// child, one per worker and class, are never used). Only the producer touches it.
-    tail: UnsafeCell<*mut Block<K>>,
+    /// child, one per worker and class, are never used), and the last deadline pushed.
+    /// Only the producer touches them.
+    tail: UnsafeCell<(*mut Block<K>, u64)>,
     /// The first block, set by the producer's first push before it publishes the entry;
     /// where the consumer starts.
     first: AtomicPtr<Block<K>>,
@@ -96,7 +94,7 @@ impl<K: Copy> Fifo<K> {
     fn new() -> Fifo<K> {
         Fifo {
             pushed: CachePadded::new(AtomicUsize::new(0)),
-            tail: UnsafeCell::new(ptr::null_mut()),
+            tail: UnsafeCell::new((ptr::null_mut(), 0)),
             first: AtomicPtr::new(ptr::null_mut()),
             head: UnsafeCell::new(Head {
                 popped: 0,
@@ -106,18 +104,22 @@ impl<K: Copy> Fifo<K> {
         }
     }
 
-    /// Producer only.
+    /// Producer only: files `key` at `deadline`, or at the last deadline filed if that is
+    /// later (module doc); returns the deadline filed.
     ///
     /// # Safety
     /// The caller is this FIFO's one producer.
-    unsafe fn push(&self, deadline: u64, key: K) {
+    unsafe fn push(&self, deadline: u64, key: K) -> u64 {
         // Relaxed: only the producer writes `pushed`.
         let n = self.pushed.load(Ordering::Relaxed);
         // SAFETY: the producer's own field (caller's contract), and blocks from the tail on
         // are never freed by the consumer (it frees only blocks it has popped past, and the
         // entry the producer writes is not published yet).
         unsafe {
-            self.tail.with_mut(|tail| {
+            let deadline = self.tail.with_mut(|tail| {
+                let (tail, latest) = &mut *tail;
+                let deadline = deadline.max(*latest);
+                *latest = deadline;
                 if n == 0 {
                     *tail = Block::boxed();
                     // Relaxed: the Release store of `pushed` below publishes it.
@@ -130,10 +132,13 @@ impl<K: Copy> Fifo<K> {
                     *tail = next;
                 }
                 (**tail).entries[n % BLOCK].with_mut(|e| (*e).write((deadline, key)));
+                deadline
             });
+            // Release: publishes the entry (and a new block's link) to the consumer's
+            // Acquire.
+            self.pushed.store(n + 1, Ordering::Release);
+            deadline
         }
-        // Release: publishes the entry (and a new block's link) to the consumer's Acquire.
-        self.pushed.store(n + 1, Ordering::Release);
     }
 
     /// Consumer only: the head entry, if any.
@@ -182,6 +187,7 @@ impl<K: Copy> Fifo<K> {
 impl<K> Drop for Fifo<K> {
     fn drop(&mut self) {
         // Entries are `Copy`: only the blocks need freeing, from the consumer's head on.
+        // SAFETY: `&mut self`: nobody else touches the head.
         let mut block = self.head.with_mut(|h| unsafe { (*h).block });
         if block.is_null() {
             // Never peeked at: from the first block, if any.
@@ -195,33 +201,6 @@ impl<K> Drop for Fifo<K> {
     }
 }
 
-/// An entry the consumer filed again: in the consumer's heap, earliest deadline on top.
-struct Refiled<K> {
-    deadline: u64,
-    key: K,
-}
-
-impl<K> PartialEq for Refiled<K> {
-    fn eq(&self, other: &Self) -> bool {
-        self.deadline == other.deadline
-    }
-}
-
-impl<K> Eq for Refiled<K> {}
-
-impl<K> PartialOrd for Refiled<K> {
-    fn partial_cmp(&self, other: &Self) -> Option<Order> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<K> Ord for Refiled<K> {
-    /// Reversed: `BinaryHeap` is a max-heap, and the earliest deadline comes out first.
-    fn cmp(&self, other: &Self) -> Order {
-        other.deadline.cmp(&self.deadline)
-    }
-}
-
 /// The timeouts of one child (see the module doc). `K` is what an entry carries (a ticket).
 pub struct Timeouts<K> {
     fifos: Box<[Fifo<K>]>,
@@ -232,14 +211,11 @@ pub struct Timeouts<K> {
     expiring: CachePadded<AtomicBool>,
     /// The deadline the alarm was last lowered to ([`NEVER`]: not set).
     armed: CachePadded<AtomicU64>,
-    /// Entries the consumer filed again ([`Expiry::refile`]); only the thread holding the
-    /// consumer's flag touches them.
-    refiled: UnsafeCell<BinaryHeap<Refiled<K>>>,
 }
 
 // SAFETY: entries are `Copy + Send` values moved between threads; each FIFO's producer and
-// consumer fields, and the refiled heap, are touched by one thread at a time (a unique
-// Producer handle, the `expiring` flag).
+// consumer fields are touched by one thread at a time (a unique Producer handle, the
+// `expiring` flag).
 unsafe impl<K: Copy + Send> Send for Timeouts<K> {}
 // SAFETY: as for Send.
 unsafe impl<K: Copy + Send> Sync for Timeouts<K> {}
@@ -266,7 +242,6 @@ impl<K: Copy> Timeouts<K> {
             producers: (0..producers).map(|_| AtomicBool::new(false)).collect(),
             expiring: CachePadded::new(AtomicBool::new(false)),
             armed: CachePadded::new(AtomicU64::new(NEVER)),
-            refiled: UnsafeCell::new(BinaryHeap::new()),
         }
     }
 
@@ -314,25 +289,26 @@ impl<K: Copy> Timeouts<K> {
 }
 
 impl<K: Copy> Producer<'_, K> {
-    /// Files `key` to expire at `deadline` in `class` (deadlines pushed to one class by one
-    /// producer must not decrease), setting the alarm if it is the earliest.
+    /// Files `key` to expire at `deadline` in `class` (or later, never earlier: see the
+    /// module doc), setting the alarm if it is the earliest.
     pub fn push(&mut self, class: usize, deadline: u64, key: K, alarm: &impl Alarm) {
         let t = self.t;
         let fifo = &t.fifos[self.index * t.classes + class.min(t.classes - 1)];
-        // SAFETY: this handle is the FIFO's only producer (handed out once, `&mut self`).
-        unsafe { fifo.push(deadline, key) };
-        // SeqCst fence: the producer's half of the handshake with `Expiry::rearm` (module
-        // doc): the entry is published before `armed` is read.
-        fence(Ordering::SeqCst);
-        t.lower(deadline, alarm);
+        // The producer's half of the handshake with `Expiry::rearm` (module doc): the entry
+        // is published before `armed` is read.
+        publish_then_check(
+            // SAFETY: this handle is the FIFO's only producer (handed out once, `&mut self`).
+            || unsafe { fifo.push(deadline, key) },
+            |filed| t.lower(filed, alarm),
+        );
     }
 }
 
 impl<K: Copy> Expiry<'_, K> {
-    /// Pops the entries due at `now` (deadline <= now), in deadline order per FIFO and in
-    /// the refiled heap, and gives each (deadline, key) to `take`, which says whether it was
-    /// still live (its claim won); stops after `max` live ones (the rest stay filed, and
-    /// `rearm` sets the alarm for them at once). Returns how many were live.
+    /// Pops the entries due at `now` (deadline <= now), in deadline order per FIFO, and
+    /// gives each (deadline, key) to `take`, which says whether it was still live (its
+    /// claim won); stops after `max` live ones (the rest stay filed, and `rearm` sets the
+    /// alarm for them at once). Returns how many were live.
     pub fn expire(&mut self, now: u64, max: usize, mut take: impl FnMut(u64, K) -> bool) -> usize {
         let mut live = 0;
         for fifo in self.t.fifos.iter() {
@@ -349,49 +325,25 @@ impl<K: Copy> Expiry<'_, K> {
                 }
             }
         }
-        while live < max {
-            // SAFETY: we hold the consumer's flag; `take` cannot reach the heap (it has no
-            // `Expiry`).
-            let due = self.t.refiled.with_mut(|h| unsafe {
-                match (*h).peek() {
-                    Some(r) if r.deadline <= now => (*h).pop(),
-                    _ => None,
-                }
-            });
-            let Some(r) = due else { break };
-            live += usize::from(take(r.deadline, r.key));
-        }
         live
-    }
-
-    /// Files `key` again to expire at `deadline` (any deadline: the heap keeps its own
-    /// order). For an entry that came due before the connection's real deadline because the
-    /// connection parked again without a new entry (module doc).
-    pub fn refile(&mut self, deadline: u64, key: K) {
-        // SAFETY: we hold the consumer's flag.
-        self.t
-            .refiled
-            .with_mut(|h| unsafe { (*h).push(Refiled { deadline, key }) });
     }
 
     /// Sets the alarm for the earliest deadline left and gives the consumer's part back.
     pub fn rearm(self, alarm: &impl Alarm) {
         let t = self.t;
-        // SeqCst store and fence: the consumer's half of the handshake (module doc).
-        t.armed.store(NEVER, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let earliest = t
-            .fifos
-            .iter()
-            // SAFETY: we hold the consumer's flag.
-            .filter_map(|f| unsafe { f.peek() }.map(|(d, _)| d))
-            // SAFETY: as above.
-            .chain(
-                t.refiled
-                    .with_mut(|h| unsafe { (*h).peek().map(|r| r.deadline) }),
-            )
-            .min()
-            .unwrap_or(NEVER);
+        // The consumer's half of the handshake (module doc): "none armed" is visible
+        // before the heads are read.
+        let earliest = publish_then_check(
+            || t.armed.store(NEVER, Ordering::SeqCst),
+            |()| {
+                t.fifos
+                    .iter()
+                    // SAFETY: we hold the consumer's flag.
+                    .filter_map(|f| unsafe { f.peek() }.map(|(d, _)| d))
+                    .min()
+                    .unwrap_or(NEVER)
+            },
+        );
         if earliest != NEVER {
             t.lower(earliest, alarm);
         }
@@ -517,61 +469,26 @@ mod tests {
     }
 
     #[test]
-    fn a_refiled_entry_expires_at_its_own_deadline_among_the_fifos_entries() {
+    fn an_earlier_deadline_is_filed_late_never_early() {
         let alarm = Clock::default();
         let t = Timeouts::new(1, 1);
         let mut p = t.producer(0).unwrap();
-        p.push(0, 100, 'a', &alarm);
-        p.push(0, 300, 'b', &alarm);
+        p.push(0, 300, 'a', &alarm);
+        // Older than the FIFO's last: filed at 300, behind 'a'.
+        p.push(0, 100, 'b', &alarm);
+        assert_eq!(alarm.0.get(), 300);
         let mut due = Vec::new();
         let mut e = t.try_expire().unwrap();
-        // 'a' came due early: its connection parked again, and its real deadline is 250.
-        e.expire(100, 10, |d, k| {
-            due.push((d, k));
-            true
-        });
-        e.refile(250, 'a');
-        e.refile(400, 'c');
-        e.refile(200, 'd');
-        e.rearm(&alarm);
-        assert_eq!(
-            alarm.0.get(),
-            200,
-            "the heap's earliest, before the FIFO's head"
-        );
-        let mut e = t.try_expire().unwrap();
-        e.expire(199, 10, |d, k| {
-            due.push((d, k));
-            true
-        });
-        assert_eq!(due, [(100, 'a')], "nothing early");
         e.expire(299, 10, |d, k| {
             due.push((d, k));
             true
         });
-        e.rearm(&alarm);
-        assert_eq!(alarm.0.get(), 300);
-        let mut e = t.try_expire().unwrap();
-        e.expire(1_000, 1, |d, k| {
+        assert!(due.is_empty(), "nothing early");
+        e.expire(300, 10, |d, k| {
             due.push((d, k));
             true
         });
         e.rearm(&alarm);
-        assert_eq!(
-            alarm.0.get(),
-            400,
-            "the batch bound leaves the heap's entry armed for"
-        );
-        let mut e = t.try_expire().unwrap();
-        e.expire(1_000, 10, |d, k| {
-            due.push((d, k));
-            true
-        });
-        e.rearm(&alarm);
-        assert_eq!(
-            due,
-            [(100, 'a'), (200, 'd'), (250, 'a'), (300, 'b'), (400, 'c')]
-        );
-        assert_eq!(t.armed.load(Ordering::Relaxed), NEVER);
+        assert_eq!(due, [(300, 'a'), (300, 'b')]);
     }
 }

@@ -1,19 +1,23 @@
 //! loom models of what a parking child's workers share (`RWorkerKeepAlive park`): the claim
 //! word of a parked connection ([`ParkSlots`]), the timeout FIFOs with lazy deletion
-//! ([`Timeouts`]), a re-park under a filed entry's ticket against that entry coming due,
-//! the wake-all on stop ([`Drain`]), the changes to a child's registrations
-//! ([`Serial`]), and MaxConnectionsPerChild's reservations ([`ConnectionBudget`], which
-//! accepting workers of either mode share). Run with `queue/loom.sh`.
+//! ([`Timeouts`]), a park against its own expiry with the clock as an atomic, the
+//! store-then-check handshake ([`publish_then_check`]) between a park and a stop's scan
+//! (and a weaker fence that loses), the wake-all on stop ([`Drain`]), the close of a
+//! listening socket that workers are inside ([`Occupancy`]), the changes to a child's
+//! registrations ([`Serial`]), and MaxConnectionsPerChild's reservations
+//! ([`ConnectionBudget`], which accepting workers of either mode share). Run with
+//! `queue/loom.sh`.
 //!
 //! A value claimed twice or lost shows up as a failed count, a read of a value that was not
 //! published as a causality violation, a waiter left asleep as a loom "deadlock".
 #![cfg(loom)]
 
-use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use rworker_queue::{
-    Alarm, Bell, ConnectionBudget, Drain, ParkSlots, Serial, Ticket, Timeouts, NEVER,
+    publish_then_check_with, Alarm, Bell, ConnectionBudget, Drain, Occupancy, ParkSlots, Serial,
+    Ticket, Timeouts, NEVER,
 };
 
 fn model<F: Fn() + Sync + Send + 'static>(bound: usize, f: F) {
@@ -159,66 +163,155 @@ fn filed_timeouts_are_never_missed_by_the_alarm_nor_expired_early() {
     });
 }
 
-/// A busy connection parks again under the ticket of its timeout entry, filing nothing,
-/// while that entry comes due (the clock, as the MPM reads it, is an atomic here that the
-/// expirer moves to the deadline). The expirer claims through the entry's ticket; the parker
-/// re-reads the clock after its publish and, past the deadline, takes the connection back to
-/// file it anew. Whatever the interleaving, the connection ends either with the expirer
-/// (which files it for its real deadline) or filed anew by the parker: never parked under a
-/// spent entry, where it would never time out. Without either SeqCst fence (the parker's
-/// after its publish, the expirer's after its clock read) loom finds that lost timeout.
+/// A park against its own expiry, the clock an atomic (as `monotonic_ns` is to the MPM)
+/// that the expirer moves on: the parker reads the clock, files its entry for that time
+/// plus the wait, then publishes (`Parking::park_until`); the expirer moves the clock,
+/// pops what is due at its reading and claims each; a reader claims through the same
+/// ticket (readiness). Whatever the interleaving: the connection ends with exactly one of
+/// them, or is still parked with its entry filed (a last expiry at the end of time finds
+/// it); and the expirer never takes it before its deadline.
 #[test]
-fn a_re_park_under_a_filed_entry_never_outlives_that_entry_unfiled() {
+fn a_parked_connection_keeps_its_entry_and_never_expires_early() {
     model(3, || {
-        const DUE: u64 = 10;
+        const WAIT: u64 = 10;
         let slots = Arc::new(ParkSlots::<String>::new(2));
-        let clock = Arc::new(AtomicU64::new(0));
-        // The connection's first park filed the entry (ticket, DUE); a reader claimed it.
+        let t = Arc::new(Timeouts::<Ticket>::new(1, 1));
+        let alarm = Arc::new(MockAlarm(Mutex::new(NEVER)));
+        let clock = Arc::new(AtomicU64::new(5));
+        let start = clock.load(Ordering::SeqCst);
+        // The parker (this thread) takes its ticket; the others know it (epoll, the FIFO).
         let r = slots.reserve(1, 0).unwrap();
         let ticket = r.ticket();
-        r.publish(String::from("conn")).unwrap();
-        let conn = slots.claim(ticket).unwrap();
-
+        let reader = {
+            let slots = slots.clone();
+            thread::spawn(move || slots.claim(ticket))
+        };
         let expirer = {
-            let (slots, clock) = (slots.clone(), clock.clone());
+            let (slots, t, alarm, clock) = (slots.clone(), t.clone(), alarm.clone(), clock.clone());
             thread::spawn(move || {
-                clock.store(DUE, Ordering::SeqCst);
-                fence(Ordering::SeqCst);
-                // The entry is due: claim through its ticket (lazy deletion: may be stale).
-                slots.claim(ticket)
+                clock.store(start + WAIT, Ordering::SeqCst);
+                let now = clock.load(Ordering::SeqCst);
+                let mut got = None;
+                if let Some(mut e) = t.try_expire() {
+                    e.expire(now, usize::MAX, |due, tk| {
+                        assert!(due <= now, "popped an entry due at {due} at {now}");
+                        assert!(due >= start + WAIT, "filed earlier than the wait");
+                        let c = slots.claim(tk);
+                        let live = c.is_some();
+                        got = got.take().or(c);
+                        live
+                    });
+                    e.rearm(&*alarm);
+                }
+                got
             })
         };
-        // The parker, as `Parking::park` does it.
-        let mut filed_anew = false;
-        if clock.load(Ordering::SeqCst) < DUE {
-            let again = slots.reserve_again(ticket, 0).unwrap();
-            match again.publish(conn) {
-                Ok(()) => {
-                    fence(Ordering::SeqCst);
-                    if clock.load(Ordering::SeqCst) >= DUE {
-                        if let Some(back) = slots.claim(ticket) {
-                            assert_eq!(back, "conn");
-                            filed_anew = true;
-                        }
+        // The parker files, then publishes.
+        t.producer(0)
+            .unwrap()
+            .push(0, start + WAIT, ticket, &*alarm);
+        let published = r.publish(String::from("conn")).is_ok();
+        let read = reader.join().unwrap();
+        let expired = expirer.join().unwrap();
+        // What is left must still be filed: an expiry at the end of time claims it.
+        let mut e = t.try_expire().unwrap();
+        let mut left = None;
+        e.expire(u64::MAX - 1, usize::MAX, |_, tk| {
+            let c = slots.claim(tk);
+            let live = c.is_some();
+            left = left.take().or(c);
+            live
+        });
+        let owners = [read.is_some(), expired.is_some(), left.is_some()];
+        if published {
+            assert_eq!(
+                owners.iter().filter(|&&o| o).count(),
+                1,
+                "exactly one owner (reader, expirer, still filed): {owners:?}"
+            );
+        } else {
+            // A claim came between reserve and publish: the parker kept it.
+            assert_eq!(owners, [false; 3]);
+        }
+    });
+}
+
+/// The two sides of a stop against a park: the parker publishes its connection, then looks
+/// whether a stop began (to file the stop's shorter wait itself); the stop marks itself in
+/// the [`Drain`], then scans what is parked. `order` is the parker's fence.
+fn park_against_stop(order: Ordering) {
+    model(2, move || {
+        let slots = Arc::new(ParkSlots::<String>::new(2));
+        let drain = Arc::new(Drain::new());
+        let bell = Arc::new(MockBell::default());
+        drain.opened();
+        let stop = {
+            let (slots, drain) = (slots.clone(), drain.clone());
+            thread::spawn(move || {
+                let mut scanned = 0;
+                drain.begin_stop(&*bell, || scanned = slots.parked().count());
+                scanned
+            })
+        };
+        let r = slots.reserve(1, 0).unwrap();
+        let parker_saw_stop = publish_then_check_with(
+            order,
+            || r.publish(String::from("conn")),
+            |done| done.is_ok() && drain.is_stopping(),
+        );
+        let scanned = stop.join().unwrap();
+        assert!(
+            parker_saw_stop || scanned == 1,
+            "neither the parker saw the stop nor the stop the parked connection"
+        );
+    });
+}
+
+/// With `publish_then_check`'s SeqCst fence on both sides, at least one side sees the
+/// other: no parked connection keeps its long wait through a graceful stop.
+#[test]
+fn a_stop_sees_each_parked_connection_or_its_parker_sees_the_stop() {
+    park_against_stop(Ordering::SeqCst);
+}
+
+/// The same handshake with an acquire-release fence on the parker's side: loom finds the
+/// interleaving where both miss each other (store buffering), which is why the helper's
+/// fence is SeqCst.
+#[test]
+#[should_panic(expected = "neither the parker saw the stop")]
+fn a_weaker_fence_in_the_handshake_loses_a_parked_connection_to_the_stop() {
+    park_against_stop(Ordering::AcqRel);
+}
+
+/// A worker is inside accept on a listening socket when the stop begins its close: the
+/// socket is closed exactly once, after the worker left, by whoever saw it empty (the stop,
+/// or the worker as it leaves), with no later event needed to notice.
+#[test]
+fn a_listening_socket_closes_once_its_last_worker_left_without_a_further_apply() {
+    model(3, || {
+        let o = Arc::new(Occupancy::new());
+        let closes = Arc::new(AtomicUsize::new(0));
+        let inside = Arc::new(AtomicUsize::new(0));
+        let worker = {
+            let (o, closes, inside) = (o.clone(), closes.clone(), inside.clone());
+            thread::spawn(move || {
+                if o.enter(u32::MAX) {
+                    inside.fetch_add(1, Ordering::Relaxed);
+                    inside.fetch_sub(1, Ordering::Relaxed);
+                    if o.leave() {
+                        assert_eq!(inside.load(Ordering::Relaxed), 0);
+                        closes.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                // The expirer came between reserve and publish: still ours.
-                Err(_) => filed_anew = true,
-            }
-        } else {
-            filed_anew = true;
+            })
+        };
+        if o.begin_close() {
+            assert_eq!(inside.load(Ordering::Relaxed), 0, "closed under a worker");
+            closes.fetch_add(1, Ordering::Relaxed);
         }
-        let expired = expirer.join().unwrap();
-        let parked_unfiled = drain_parked(&slots);
-        assert!(
-            parked_unfiled.is_empty(),
-            "parked under a spent entry (expirer got {expired:?}, filed anew {filed_anew})"
-        );
-        assert_eq!(
-            usize::from(expired.is_some()) + usize::from(filed_anew),
-            1,
-            "exactly one owner"
-        );
+        worker.join().unwrap();
+        assert_eq!(closes.load(Ordering::Relaxed), 1, "closed exactly once");
+        assert!(o.is_vacated());
     });
 }
 
@@ -275,10 +368,9 @@ fn a_graceful_stop_wakes_every_idle_worker_once_the_last_connection_closes() {
             .collect();
         let closer = {
             let (bell, drain) = (bell.clone(), drain.clone());
-            thread::spawn(move || drain.closed(&*bell))
+            thread::spawn(move || drain.closed(&*bell, || ()))
         };
-        drain.begin_stop();
-        drain.exit_if_drained(&*bell);
+        drain.begin_stop(&*bell, || ());
         closer.join().unwrap();
         for w in waiters {
             w.join().unwrap();

@@ -121,29 +121,20 @@ pub enum AsyncField {
     Suspended,
 }
 
-/// Adds `delta` (which may be negative) to `field` of `slot`'s child. Any thread of the
-/// child that owns `slot` may call it.
-pub fn add_async(slot: c_int, field: AsyncField, delta: i32) {
-    // Relaxed: statistics; each change is one atomic add, so concurrent changes from
-    // several threads never lose one another.
-    async_count(slot, field, |c| {
-        c.fetch_add(delta as u32, Ordering::Relaxed)
-    });
+/// Writes `value` into `field` of `slot`'s child (its owner's count, see
+/// `crate::mpm::row_counts`: written whole, never added to, so two processes that share a
+/// slot cannot wrap each other's counts).
+pub fn set_async(slot: c_int, field: AsyncField, value: u32) {
+    // SeqCst: the row half of row_counts' publish-and-recheck, which argues the last
+    // store of a count in the row is its owner's latest value.
+    async_count(slot, field, |c| c.store(value, Ordering::SeqCst));
 }
 
-/// Sets `slot`'s counts to 0 (a new child in the slot, before its threads run).
-pub fn reset_async(slot: c_int) {
-    for f in [
-        AsyncField::Connections,
-        AsyncField::KeepAlive,
-        AsyncField::LingeringClose,
-        AsyncField::WaitIo,
-        AsyncField::Suspended,
-    ] {
-        // Relaxed: as in add_async.
-        async_count(slot, f, |c| c.store(0, Ordering::Relaxed));
-    }
-    set_not_accepting(slot, false);
+/// The pid `slot` names now (0: free).
+pub fn pid_of(slot: c_int) -> sys::pid_t {
+    let p = process_ptr(slot);
+    // SAFETY: p points into the live scoreboard; a volatile read of an aligned int.
+    unsafe { ptr::read_volatile(addr_of!((*p).pid)) }
 }
 
 /// Says whether `slot`'s child accepts new connections (mod_status's "accepting" column).

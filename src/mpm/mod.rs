@@ -16,6 +16,8 @@
 //!   and the connection that travels through it;
 //! - `listen`, `settings`: the generation's listen buckets and settings; `status`: the
 //!   figures rworker adds to server-status (counters shared by all children);
+//!   `row_counts`: a child's open, parked and idle counts, written whole into its
+//!   scoreboard and status rows;
 //!   `open_files`: the open-file limit against the connections a child holds.
 
 pub mod child;
@@ -30,6 +32,7 @@ pub mod open_files;
 pub mod parent;
 pub mod parking;
 pub mod query;
+pub mod row_counts;
 pub mod runtime;
 pub mod settings;
 pub mod status;

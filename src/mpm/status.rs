@@ -73,24 +73,20 @@ pub struct ChildCounters {
 }
 
 impl ChildCounters {
-    /// Counters for the child in `slot`. The row's gauges start at 0: they are this
-    /// child's now, not what the slot's last child left (the parent reads AtFileLimit).
+    /// Counters for the child in `slot` (its gauges are `crate::mpm::row_counts`').
     pub fn for_slot(slot: c_int) -> ChildCounters {
         let rows = Retained::lookup().and_then(|r| r.shared_rows());
-        let c = ChildCounters {
+        ChildCounters {
             own: Default::default(),
             row: rows
                 .filter(|r| (slot as usize) < r.slots())
                 .map(|r| r.row(slot as usize)),
-        };
-        for g in Counter::GAUGES {
-            c.set(g, 0);
         }
-        c
     }
 
-    /// Adds `n` to `c`.
+    /// Adds `n` to `c` (a total, not a gauge).
     pub fn add(&self, c: Counter, n: u64) {
+        debug_assert!(!Counter::is_gauge(c as usize));
         // Relaxed: statistics (module doc).
         self.own[c as usize].fetch_add(n, Ordering::Relaxed);
         if let Some(row) = self.row {
@@ -107,50 +103,10 @@ impl ChildCounters {
         }
     }
 
-    /// Sets the gauge `c` to `v`.
-    pub fn set(&self, c: Counter, v: u64) {
-        // Relaxed: statistics (module doc).
-        self.own[c as usize].store(v, Ordering::Relaxed);
-        if let Some(row) = self.row {
-            row[c as usize].store(v, Ordering::Relaxed);
-        }
-    }
-
-    /// The gauges of this child's row, to set from elsewhere.
-    pub fn gauges(&self) -> Gauges {
-        Gauges(self.row)
-    }
-
     /// This child's own count of `c`.
     pub fn own(&self, c: Counter) -> u64 {
         // Relaxed: statistics (module doc).
         self.own[c as usize].load(Ordering::Relaxed)
-    }
-}
-
-/// A child's gauges in its slot's shared row alone, for the threads that set one without
-/// the child's counters at hand (a gauge's own value is never read back).
-#[derive(Clone, Copy, Debug)]
-pub struct Gauges(Option<&'static Row>);
-
-impl Gauges {
-    /// Sets the gauge `c` to `v`.
-    pub fn set(self, c: Counter, v: u64) {
-        debug_assert!(Counter::is_gauge(c as usize));
-        if let Some(row) = self.0 {
-            // Relaxed: statistics (module doc).
-            row[c as usize].store(v, Ordering::Relaxed);
-        }
-    }
-
-    /// Adds `delta` (which may be negative) to the gauge `c`: for a gauge that several
-    /// threads move.
-    pub fn add(self, c: Counter, delta: i64) {
-        debug_assert!(Counter::is_gauge(c as usize));
-        if let Some(row) = self.0 {
-            // Relaxed: statistics (module doc).
-            row[c as usize].fetch_add(delta as u64, Ordering::Relaxed);
-        }
     }
 }
 

@@ -21,8 +21,10 @@ use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::Next;
-use crate::mpm::parking::{Filed, GateIndex, ParkState, Parked, Parking, Waiter, Woken};
+use crate::mpm::parking::states::{rule, ConnState};
+use crate::mpm::parking::{GateIndex, ParkState, Parked, Parking, Waiter, Woken};
 use crate::mpm::query;
+use crate::mpm::row_counts::Count;
 use crate::mpm::runtime::{ChildRuntime, StopMode, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
 use crate::mpm::worker_accept::{Next as Accepted, WorkerAccept};
@@ -191,7 +193,7 @@ impl Worker {
     fn wait_on_queue(&self, pool: Option<Pool>) -> Option<Conn> {
         let rt = self.rt;
         rt.handoff.set_idle(pool);
-        rt.counters.set(Counter::IdleWorkers, rt.handoff.idlers());
+        rt.rows.set(Count::IdleWorkers, rt.handoff.idlers() as i64);
         loop {
             match self.rt.handoff.pop() {
                 Next::Conn(conn) => return Some(conn),
@@ -265,7 +267,7 @@ impl Worker {
     fn serve_new(&self, conn: Conn, gate: GateIndex, p: &Parking, w: &mut Waiter) -> Option<Pool> {
         let rt = self.rt;
         match AsyncConn::create(&self.thd, conn.sock, conn.ptrans, rt.slot, self.tn, self.id) {
-            Ok(c) => self.run_async(c, None, Some(gate), p, w),
+            Ok(c) => self.run_async(c, Some(gate), p, w),
             Err(mut pool) => {
                 p.closed();
                 pool.clear();
@@ -280,10 +282,9 @@ impl Worker {
         if let ParkState::Linger { .. } = parked.state {
             return self.linger_on(parked, p, w);
         }
-        let filed = parked.filed();
         let mut c = parked.conn;
         c.resume(&self.thd, rt.slot, self.tn, self.id);
-        self.run_async(c, Some(filed), None, p, w)
+        self.run_async(c, None, p, w)
     }
 
     /// A parked connection whose time is up: a keep-alive or I/O wait ends with a short
@@ -306,14 +307,13 @@ impl Worker {
         }
     }
 
-    /// Runs a parked-mode connection until it parks, is suspended, or closes; `filed` is
-    /// the timeout entry of its last park, if it came out of the set; `new_on` the
-    /// listening socket of a connection accepted now (it takes its child's turn there if
-    /// it stays open after its first response).
+    /// Runs a parked-mode connection until it parks, is suspended, or closes; `new_on` is
+    /// the listening socket of a connection accepted now (it takes its child's turn there
+    /// if it stays open after its first response). What it does in each of httpd's states:
+    /// `parking::states`.
     fn run_async(
         &self,
         mut c: AsyncConn,
-        filed: Option<Filed>,
         mut new_on: Option<GateIndex>,
         p: &Parking,
         w: &mut Waiter,
@@ -347,11 +347,11 @@ impl Worker {
                     if p.has_waiters() && c.wait_ready(true, HOLD_ON_WORKER) {
                         continue;
                     }
-                    return self.park(c, ParkState::KeepAlive, filed, p, w);
+                    return self.park(c, ParkState::KeepAlive, p, w);
                 }
                 Step::WaitIo { read } => {
                     c.set_status(status::BUSY_READ);
-                    return self.park(c, ParkState::WaitIo { read }, filed, p, w);
+                    return self.park(c, ParkState::WaitIo { read }, p, w);
                 }
                 Step::Suspended => {
                     // A module owns the connection now and resumes it itself. It no
@@ -369,15 +369,20 @@ impl Worker {
         }
     }
 
-    /// Flushes the response on this thread (write completion), waiting for the socket up
-    /// to Timeout each time it is full; false when the connection must close.
+    /// Flushes the response on this thread (write completion: `states` says where and how
+    /// long), waiting for the socket each time it is full; false when the connection must
+    /// close.
     fn write_completion(&self, c: &mut AsyncConn) -> bool {
+        let r = rule(ConnState::WriteCompletion);
+        let wait = r
+            .length(c.keep_alive_timeout(), c.timeout())
+            .unwrap_or(c.timeout());
         loop {
             match c.flush() {
                 Flush::Done => return true,
                 Flush::Failed => return false,
                 Flush::Pending { read } => {
-                    if !c.wait_ready(read, c.timeout()) || self.rt.shutdown.workers_must_exit() {
+                    if !c.wait_ready(read, wait) || self.rt.shutdown.workers_must_exit() {
                         return false;
                     }
                 }
@@ -390,13 +395,12 @@ impl Worker {
         &self,
         mut c: AsyncConn,
         state: ParkState,
-        filed: Option<Filed>,
         p: &Parking,
         w: &mut Waiter,
     ) -> Option<Pool> {
         self.rt.threads.set_worker_fd(self.t, -1);
         c.suspend();
-        match p.park(w, c, state, filed) {
+        match p.park(w, c, state) {
             Ok(()) => None,
             // Could not be armed: close it here.
             Err(mut c) => {
@@ -426,7 +430,7 @@ impl Worker {
         c.set_status(status::CLOSING);
         if (c.is_lingering() || c.start_lingering_close()) && !client_done(&mut c, wait_here) {
             let short = c.short_linger();
-            return self.park(c, ParkState::Linger { short }, None, p, w);
+            return self.park(c, ParkState::Linger { short }, p, w);
         }
         self.rt.threads.set_worker_fd(self.t, -1);
         p.closed();

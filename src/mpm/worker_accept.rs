@@ -21,6 +21,7 @@ use crate::ffi::listen::{Accepted, SharedListener};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
 use crate::mpm::conn::Conn;
+use crate::mpm::row_counts::Count;
 use crate::mpm::runtime::{ChildRuntime, StopMode, Threads, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
 
@@ -108,9 +109,9 @@ impl WorkerAccept {
         let got = if rt.shutdown.is_stopping() {
             Accepted::Nothing
         } else {
-            rt.counters.add(Counter::IdleWorkers, 1);
+            rt.rows.add(Count::IdleWorkers, 1);
             let got = self.socket.accept(&mut pool);
-            rt.counters.remove(Counter::IdleWorkers, 1);
+            rt.rows.add(Count::IdleWorkers, -1);
             got
         };
         // Relaxed: a late clear only costs this worker a spurious signal, which the

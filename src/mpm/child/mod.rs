@@ -26,6 +26,7 @@ use crate::ffi::thread::Spawner;
 use crate::ffi::{panic, process, scoreboard, signal};
 use crate::mpm::handoff::Handoff;
 use crate::mpm::parking::Parking;
+use crate::mpm::row_counts::RowCounts;
 use crate::mpm::runtime::{
     ChildRuntime, Shutdown, StopMode, Threads, LISTENER_SIGNAL, WORKER_SIGNAL,
 };
@@ -99,9 +100,6 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         crate::ffi::listen::close_fds(&r.take_old_pods(token));
     }
     scoreboard::reopen(&pchild);
-    // The slot's connection counts are this child's from now on (a killed predecessor may
-    // have left some).
-    scoreboard::reset_async(slot);
     let accept_mutex = match buckets.accept_mutex(bucket as usize) {
         None => None,
         Some(m) => match AcceptMutex::child_init(m, &pchild) {
@@ -307,10 +305,11 @@ fn build_runtime(
     };
     let handoff = Handoff::new(queue, tpc, pconf)?;
     let counters = ChildCounters::for_slot(slot);
+    let rows: &'static RowCounts = Box::leak(Box::new(RowCounts::for_slot(slot)));
     let parking = match st.keep_alive {
         KeepAliveMode::Park => Some(Parking::new(
             slot,
-            counters.gauges(),
+            rows,
             tpc,
             parking_sockets,
             relay,
@@ -329,6 +328,7 @@ fn build_runtime(
         threads: Threads::new(tpc),
         spawner,
         counters,
+        rows,
         main_bell: WakeFd::new()?,
     })))
 }

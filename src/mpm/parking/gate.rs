@@ -49,20 +49,21 @@
 //!   that asked.
 //! - Closing the socket (a stop) must wait until no worker is in accept on it, and until it
 //!   is out of the set (an open description that other processes share stays registered
-//!   after our close, and could not be deleted any more). `inside` counts the workers in
-//!   accept with a CLOSING bit that keeps new ones out; the close happens in `apply`, by the
-//!   holder, once the socket is out of the set and nobody is inside.
+//!   after our close, and could not be deleted any more). `inside`
+//!   (`rworker_queue::Occupancy`) counts the workers in accept and keeps new ones out once
+//!   a close began; the close happens in `apply`, by the holder, once the socket is out of
+//!   the set and nobody is inside. Whoever sees the last worker leave a closing gate asks
+//!   for that apply: the stop's own apply if nobody was inside, else the last worker
+//!   leaving ([`Inside::leave`] says so), so the socket closes as soon as it can, not at the
+//!   child's exit.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ffi::epoll::{Epoll, Interest};
 use crate::ffi::listen::{Accepted, PolledListener};
 use crate::ffi::pool::Pool;
 use crate::mpm::parking::relay::Relay;
-use rworker_queue::Holder;
-
-/// `inside`: no worker may enter any more; the socket closes once the last one left.
-const CLOSING: u32 = 1 << 31;
+use rworker_queue::{Holder, Occupancy};
 
 /// One listening socket of the child (see the module doc).
 #[derive(Debug)]
@@ -70,8 +71,8 @@ pub struct Gate {
     sock: PolledListener,
     /// Its key in the event set.
     key: u64,
-    /// Workers in accept now, and CLOSING.
-    inside: AtomicU32,
+    /// Workers in accept now, and whether a close began.
+    inside: Occupancy,
     /// A change was asked for since the holder last applied one.
     requested: AtomicBool,
     /// Whether the socket is in the set (read and written only under [`Holder`]).
@@ -91,7 +92,7 @@ impl Gate {
         Gate {
             sock,
             key,
-            inside: AtomicU32::new(0),
+            inside: Occupancy::new(),
             requested: AtomicBool::new(false),
             registered: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -102,40 +103,24 @@ impl Gate {
     /// httpd's own, another worker is inside).
     pub fn enter(&self) -> Option<Inside<'_>> {
         let limit = if self.sock.accepts_concurrently() {
-            CLOSING - 1
+            u32::MAX
         } else {
             1
         };
-        // Relaxed load, Acquire CAS: pairs with the Release fetch_sub of the last worker to
-        // leave, so a serial accept function's calls are ordered.
-        let mut w = self.inside.load(Ordering::Relaxed);
-        loop {
-            if w & CLOSING != 0 || w >= limit {
-                return None;
-            }
-            match self
-                .inside
-                .compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed)
-            {
-                Ok(_) => return Some(Inside { gate: self }),
-                Err(now) => w = now,
-            }
-        }
+        self.inside.enter(limit).then_some(Inside { gate: self })
     }
 
     /// No worker enters from now on; the socket closes once it is out of the set and the
-    /// last worker inside has left (the caller then asks for a change and runs the serial).
+    /// last worker inside has left (the caller then asks for a change and runs the serial;
+    /// should a worker still be inside, its leave asks again).
     pub fn begin_close(&self) {
-        // Relaxed: apply's Acquire load of `inside` pairs with the leavers' Release; this
-        // bit only has to be in `inside`'s modification order before the apply that reads
-        // it, which the serial's request (Release) and the holder's Acquire order.
-        self.inside.fetch_or(CLOSING, Ordering::Relaxed);
+        // Whether nobody was inside does not matter here: the caller's apply looks.
+        let _ = self.inside.begin_close();
     }
 
     /// Whether [`Gate::begin_close`] was called.
     pub fn is_closing(&self) -> bool {
-        // Relaxed: read by the holder after the serial's Acquire (see begin_close).
-        self.inside.load(Ordering::Relaxed) & CLOSING != 0
+        self.inside.is_closing()
     }
 
     /// Asks for this gate's registration to be brought in line by the next [`Gate::apply`]
@@ -154,9 +139,7 @@ impl Gate {
         if !self.requested.swap(false, Ordering::Relaxed) || self.closed.load(Ordering::Relaxed) {
             return;
         }
-        // Acquire: pairs with the leavers' Release, so their accepts are done before a close.
-        let inside = self.inside.load(Ordering::Acquire);
-        let closing = inside & CLOSING != 0;
+        let closing = self.inside.is_closing();
         let fd = self.sock.os_fd();
         let was = self.registered.load(Ordering::Relaxed);
         if !closing && wanted() {
@@ -175,10 +158,10 @@ impl Gate {
                 }
             }
         }
-        if closing && inside & !CLOSING == 0 && !self.registered.load(Ordering::Relaxed) {
-            // SAFETY: closing keeps workers out and none is inside (read with Acquire
-            // after CLOSING was set, so no accept is running or will run), and the socket
-            // is out of the set.
+        if self.inside.is_vacated() && !self.registered.load(Ordering::Relaxed) {
+            // SAFETY: a close began and nobody is inside (read with Acquire, after the
+            // leavers' Release, so no accept is running or will run), and the socket is
+            // out of the set.
             unsafe { self.sock.close() };
             self.closed.store(true, Ordering::Relaxed);
         }
@@ -199,14 +182,20 @@ impl Inside<'_> {
         unsafe { self.gate.sock.has_queued() }
     }
 
-    /// Leaves accept.
-    pub fn leave(self) {}
+    /// Leaves accept; true when this was the last worker inside a gate that is closing:
+    /// the caller then asks for a change (and runs the serial), which closes the socket.
+    #[must_use]
+    pub fn leave(self) -> bool {
+        let gate = self.gate;
+        std::mem::forget(self);
+        gate.inside.leave()
+    }
 }
 
 impl Drop for Inside<'_> {
+    /// Leaves without [`Inside::leave`] (an unwinding panic, which aborts anyway): the
+    /// socket then closes at the child's end.
     fn drop(&mut self) {
-        // Release: pairs with the Acquire of the next serial enter and of apply's load
-        // before a close.
-        self.gate.inside.fetch_sub(1, Ordering::Release);
+        let _ = self.gate.inside.leave();
     }
 }

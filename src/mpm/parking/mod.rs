@@ -21,32 +21,33 @@
 //! - the bell: the child is done, it leaves.
 //!
 //! A worker that finished a request parks the connection itself: it takes the connection's
-//! next ticket, files its timeout, arms the socket in the set under that ticket, and only
-//! then publishes the connection in its slot; from then on it never touches it again. Nobody
-//! hands a connection to anybody, and nothing here takes a lock. A busy keep-alive
-//! connection parks once per request: while its last timeout entry is not yet due it parks
-//! again under that entry's ticket and files nothing (so the FIFOs hold one entry per
-//! connection, not one per request); the entry then comes due before the connection's real
-//! deadline, and the expirer parks it again under a new ticket, filed for that deadline.
+//! next ticket, files a timeout entry under it, arms the socket in the set under it, and
+//! only then publishes the connection in its slot; from then on it never touches it again.
+//! Nobody hands a connection to anybody, and nothing here takes a lock. Every park files a
+//! fresh entry; the entries of earlier parks stay where they are until they come due, and
+//! then their claims fail (lazy deletion). What a connection waits for in each of httpd's
+//! states, for how long, and what a stop does to it: `states`.
 //!
 //! Nothing is closed before its timeout because workers are busy: a connection that became
 //! readable stays in the set's ready list until a worker is free. A graceful stop takes the
-//! listening sockets out, gives each parked keep-alive connection `STOP_KEEP_ALIVE` for one
-//! more request (its last response promised keep-alive, and a busy client may be sending
-//! already; that request is answered with `Connection: close`), lets lingering closes end
-//! within `SHORT_LINGER`, and rings the bell once the last connection is closed
+//! listening sockets out, cuts each parked connection's wait as `states` says (a keep-alive
+//! connection gets `STOP_KEEP_ALIVE` for one more request: its last response promised
+//! keep-alive, and a busy client may be sending already; that request is answered with
+//! `Connection: close`), and rings the bell once the last connection is closed
 //! (`rworker_queue::Drain`).
 
 mod classes;
 mod gate;
 mod relay;
+pub mod states;
 
 use std::os::raw::c_int;
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rworker_queue::{
-    Alarm, ConnectionBudget, Drain, ParkSlots, Producer, Serial, Ticket, Timeouts,
+    publish_then_check, Alarm, ConnectionBudget, Drain, ParkSlots, Producer, Serial, Ticket,
+    Timeouts,
 };
 
 use crate::ffi::async_conn::AsyncConn;
@@ -55,14 +56,16 @@ use crate::ffi::httpd;
 use crate::ffi::listen::{Accepted, Listener as ListenSocket};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
-use crate::ffi::scoreboard::{self, AsyncField};
+use crate::ffi::scoreboard;
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::Handoff;
 use crate::mpm::open_files;
-use crate::mpm::status::{Counter, Gauges};
+use crate::mpm::row_counts::{Count, RowCounts};
+use crate::mpm::status::Counter;
 use classes::Classes;
 use gate::{Gate, Inside};
 use relay::Relay;
+use states::{rule, ConnState, LINGER, SHORT_LINGER, STOP_KEEP_ALIVE};
 
 /// The bell's key in the set.
 const BELL: u64 = u64::MAX;
@@ -74,17 +77,6 @@ const RELAY: u64 = u64::MAX - 2;
 /// descriptor number).
 const GATES: u64 = u64::MAX - 3;
 
-/// Lingering close after the client was told we are done (httpd's `SECONDS_TO_LINGER`).
-const SHORT_LINGER: Duration = Duration::from_secs(2);
-/// Lingering close at most (httpd's `MAX_SECS_TO_LINGER`).
-const LINGER: Duration = Duration::from_secs(30);
-/// A stopping child's keep-alive connections wait at most this long for their next
-/// request (less if their KeepAliveTimeout ends sooner). A client in the middle of its
-/// requests sends the next one within milliseconds of a response; one quiet for a second
-/// is idle, and is closed as KeepAliveTimeout would close it. Closing at once instead cut
-/// the request a busy client was sending: 82-97 wrk read errors per graceful restart under
-/// `wrk -c100` keep-alive (bench/graceful/run.sh, 2026-12-02).
-const STOP_KEEP_ALIVE: Duration = Duration::from_secs(1);
 /// How late the alarm may fire after the earliest deadline: deadlines are rounded up to a
 /// multiple of this, so a child whose connections time out one after another wakes for
 /// them at most ten times a second (the event MPM's `TIMEOUT_FUDGE_FACTOR`). Never early.
@@ -129,13 +121,46 @@ impl ParkState {
         }
     }
 
-    /// mod_status's count this state is shown in.
-    fn field(self) -> AsyncField {
+    /// The row count this state is shown in.
+    fn count(self) -> Count {
         match self {
-            ParkState::KeepAlive => AsyncField::KeepAlive,
-            ParkState::WaitIo { .. } => AsyncField::WaitIo,
-            ParkState::Linger { .. } => AsyncField::LingeringClose,
+            ParkState::KeepAlive => Count::KeepAlive,
+            ParkState::WaitIo { .. } => Count::WaitIo,
+            ParkState::Linger { .. } => Count::LingeringClose,
         }
+    }
+
+    /// httpd's state it is.
+    fn conn_state(self) -> ConnState {
+        match self {
+            ParkState::KeepAlive => ConnState::KeepAlive,
+            ParkState::WaitIo { read } => ConnState::WaitIo { read },
+            ParkState::Linger { short } => ConnState::Linger { short },
+        }
+    }
+
+    /// The length of its wait for `conn` (`states`: whose timeout).
+    fn wait(self, conn: &AsyncConn) -> Duration {
+        let r = rule(self.conn_state());
+        // Every parked state has a length; the vhost's two are read only when used.
+        match r.wait {
+            states::Wait::KeepAliveTimeout => conn.keep_alive_timeout(),
+            states::Wait::Timeout => conn.timeout(),
+            states::Wait::Fixed(d) => d,
+            states::Wait::Unbounded => LINGER,
+        }
+    }
+
+    /// What the set waits for.
+    fn interest(self) -> Interest {
+        rule(self.conn_state())
+            .interest
+            .unwrap_or(Interest::ReadOnce)
+    }
+
+    /// The wait a graceful stop leaves it, if shorter.
+    fn stop_wait(self) -> Option<Duration> {
+        rule(self.conn_state()).stop_wait()
     }
 }
 
@@ -146,48 +171,8 @@ pub struct Parked {
     pub conn: AsyncConn,
     /// What it waits for.
     pub state: ParkState,
-    /// Its ticket (a lingering close that waits on keeps it: `Parking::linger_on`).
-    ticket: Ticket,
-    /// When its wait ends ([`monotonic_ns`]).
+    /// When its wait ends ([`monotonic_ns`]): a lingering close that waits on keeps it.
     deadline: u64,
-    /// The timeout entry filed under `ticket` for its wait: earlier than `deadline` when it
-    /// was filed for an earlier park of the connection (see [`Filed`]).
-    filed: Filed,
-}
-
-impl Parked {
-    /// The timeout entry filed for this connection, for its next park.
-    pub fn filed(&self) -> Filed {
-        self.filed
-    }
-}
-
-/// A connection's timeout entry: its ticket, class and deadline. A connection that parks
-/// again in the same class before that deadline keeps the ticket and files nothing.
-#[derive(Clone, Copy, Debug)]
-pub struct Filed {
-    ticket: Ticket,
-    /// `usize::MAX` for an entry in the expirer's heap: the next park files anew.
-    class: usize,
-    deadline: u64,
-}
-
-/// How a park files its timeout.
-enum Filing<'w> {
-    /// A new entry in this worker's FIFO for the class.
-    Push(&'w mut Waiter, usize),
-    /// None: the connection's entry is still filed (it parks under that entry's ticket).
-    Again(Filed),
-    /// None here: the expirer puts it in its heap.
-    Heap,
-}
-
-/// Why a park did not happen.
-enum Unarmed {
-    /// A claimer came first, or the filed entry's slot was not free: still ours, try anew.
-    Again(AsyncConn),
-    /// No slot or no arming: the caller closes it.
-    Failed(AsyncConn),
 }
 
 /// How a connection was accepted, for the child's counters.
@@ -266,30 +251,36 @@ pub struct Parking {
     budget: ConnectionBudget,
     /// The most connections the child may hold for its open-file limit
     /// (`crate::mpm::open_files`).
+    budget_open: usize,
+    /// The most it holds now: `budget_open`, or fewer after accept met EMFILE (see
+    /// `out_of_files`).
     max_open: AtomicUsize,
-    /// Accept met EMFILE (logged once).
-    out_of_files: AtomicBool,
+    /// After accept met EMFILE: closes to wait for before trying `budget_open` again (0: not
+    /// lowered).
+    closes_before_retry: AtomicU32,
+    /// How many closes the next lowering waits for (doubles at each lowering in a row).
+    retry_after: AtomicU32,
     /// The gates were taken out of the set at the open-file limit: a close below it puts
     /// them back.
     files_blocked: AtomicBool,
     /// Workers (each a timeout producer; the main thread is one more, for the stop).
     workers: usize,
     slot: c_int,
-    /// The child's gauges (AtFileLimit, Parked).
-    gauges: Gauges,
+    /// The child's counts as its rows show them.
+    rows: &'static RowCounts,
     pconf: ConfigPool,
     max_mem_free: usize,
 }
 
 impl Parking {
-    /// The set for the child in scoreboard `slot` (its gauges `gauges`) with `workers`
+    /// The set for the child in scoreboard `slot` (its counts `rows`) with `workers`
     /// workers, accepting on `sockets` (told through its bucket's `relay`), with pools
     /// under `pconf`. It holds at most as many connections as its open-file limit leaves
     /// room for (`open_files`), and MaxConnectionsPerChild. Errors: errno (no epoll set,
     /// eventfd or timerfd).
     pub fn new(
         slot: c_int,
-        gauges: Gauges,
+        rows: &'static RowCounts,
         workers: usize,
         sockets: Vec<ListenSocket>,
         relay: Option<WakeFd>,
@@ -324,12 +315,14 @@ impl Parking {
             classes,
             drain: Drain::new(),
             budget: ConnectionBudget::new(httpd::max_connections_per_child().max(0) as u64),
+            budget_open: open_files::child_connection_budget(workers),
             max_open: AtomicUsize::new(open_files::child_connection_budget(workers)),
-            out_of_files: AtomicBool::new(false),
+            closes_before_retry: AtomicU32::new(0),
+            retry_after: AtomicU32::new(0),
             files_blocked: AtomicBool::new(false),
             workers,
             slot,
-            gauges,
+            rows,
             pconf,
             max_mem_free: httpd::max_mem_free(),
         })
@@ -353,19 +346,19 @@ impl Parking {
         if self.drain.is_exiting() {
             return Woken::Exit;
         }
-        self.gauges.add(Counter::IdleWorkers, 1);
+        self.rows.add(Count::IdleWorkers, 1);
         // Relaxed: a hint for keep-alive holds (`has_waiters`).
         self.waiting.fetch_add(1, Ordering::Relaxed);
         let ev = self.set.wait_one();
         self.waiting.fetch_sub(1, Ordering::Relaxed);
-        self.gauges.add(Counter::IdleWorkers, -1);
+        self.rows.add(Count::IdleWorkers, -1);
         let Some((key, _)) = ev else {
             return Woken::Nothing;
         };
         match key {
             BELL if self.drain.woken(&self.bell) => Woken::Exit,
             BELL => Woken::Nothing,
-            ALARM => self.expire(w),
+            ALARM => self.expire(),
             RELAY => {
                 // A sibling may have dropped a new connection's wake: re-adding the gates
                 // polls them.
@@ -417,30 +410,36 @@ impl Parking {
     }
 
     fn apply_registrations(&self) {
-        if self.at_file_limit() {
-            // SeqCst fence after the flag: against `closed`'s fence before it reads the flag
-            // (either the close sees it and settles again, or this settle sees the close).
-            self.files_blocked.store(true, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-        }
         let relay = self.relay.as_ref();
-        self.serial.run(|h| {
-            // A ring this set takes itself (its relay is still in) is passed on when the
-            // relay leaves the set too, so the order of the two does not matter.
-            for g in self.gates.iter() {
-                g.apply(h, &self.set, &|| self.accepting(), relay);
-            }
-            if let Some(r) = relay {
-                let closing = self.gates.iter().any(Gate::is_closing);
-                r.apply(h, &self.set, self.accepting() && !closing);
-            }
-        });
+        let run = || {
+            self.serial.run(|h| {
+                // A ring this set takes itself (its relay is still in) is passed on when the
+                // relay leaves the set too, so the order of the two does not matter.
+                for g in self.gates.iter() {
+                    g.apply(h, &self.set, &|| self.accepting(), relay);
+                }
+                if let Some(r) = relay {
+                    let closing = self.gates.iter().any(Gate::is_closing);
+                    r.apply(h, &self.set, self.accepting() && !closing);
+                }
+            })
+        };
+        if self.at_file_limit() {
+            // The flag, then the count (in `accepting`): against `closed`, which lowers the
+            // count, then reads the flag; either the close sees the flag and settles again,
+            // or this settle sees the close.
+            publish_then_check(
+                || self.files_blocked.store(true, Ordering::Relaxed),
+                |()| run(),
+            );
+        } else {
+            run();
+        }
         scoreboard::set_not_accepting(self.slot, !self.accepting());
-        // A stopping child accepts nothing anyway, and its slot may already be another
-        // child's (the row goes with the slot): it reports 0. The parent counts a child at
-        // its limit as one without idle threads (RW00041).
+        // A stopping child accepts nothing anyway: it reports 0. The parent counts a child
+        // at its limit as one without idle threads (RW00041).
         let at_limit = !self.drain.is_stopping() && self.at_file_limit();
-        self.gauges.set(Counter::AtFileLimit, at_limit as u64);
+        self.rows.set(Count::AtFileLimit, at_limit as i64);
     }
 
     /// A listening socket woke this worker: accepts one connection, which it serves itself.
@@ -477,6 +476,9 @@ impl Parking {
                     w.recycled.recycle(pool);
                     match other {
                         Accepted::Empty => emptied = true,
+                        // Holding nothing, the child cannot serve at all: it retires, sick,
+                        // as the stock MPMs' children do at any EMFILE.
+                        Accepted::OutOfFiles if self.drain.open() == 0 => broken = true,
                         Accepted::OutOfFiles => self.out_of_files(),
                         Accepted::Broken => broken = true,
                         // Interrupted, or the client left first: look again.
@@ -490,11 +492,16 @@ impl Parking {
         // collected (their wakes found it pending), so nothing will tell a waiter of them:
         // deleting and adding the socket again polls the queue (see `gate`).
         let more = conn.is_some() && inside.has_queued();
-        inside.leave();
+        // The last worker out of a closing gate closes it (in the settle).
+        let last_out = inside.leave();
         // Out of the set if the child stopped accepting; re-added after an accept that
         // left connections queued, or after a failed one that did not empty the queue.
-        if !self.accepting() || more || (conn.is_none() && !emptied) {
+        if last_out || !self.accepting() || more || (conn.is_none() && !emptied && !broken) {
             self.settle(g);
+        }
+        if conn.is_some() && self.closes_before_retry.load(Ordering::Relaxed) == 0 {
+            // An accept went through at full capacity: a later EMFILE starts a new episode.
+            self.retry_after.store(0, Ordering::Relaxed);
         }
         match (conn, broken) {
             (Some((conn, how)), _) => Woken::New { conn, how },
@@ -533,266 +540,120 @@ impl Parking {
     /// Claims the connection parked under `ticket`, if it is still there.
     fn claim(&self, ticket: Ticket) -> Option<Parked> {
         let p = self.slots.claim(ticket)?;
-        self.unpark_counts(p.state);
+        self.park_counts(p.state, -1);
         Some(p)
     }
 
-    fn park_counts(&self, state: ParkState) {
-        scoreboard::add_async(self.slot, state.field(), 1);
-        self.gauges.add(Counter::Parked, 1);
+    fn park_counts(&self, state: ParkState, delta: i64) {
+        self.rows.add(state.count(), delta);
+        self.rows.add(Count::Parked, delta);
     }
 
-    fn unpark_counts(&self, state: ParkState) {
-        scoreboard::add_async(self.slot, state.field(), -1);
-        self.gauges.add(Counter::Parked, -1);
+    /// Parks `conn` (on the worker that holds it) to wait for `state`: a fresh ticket and
+    /// timeout entry for the wait `states` gives it. Err gives it back when it could not be
+    /// armed in the set (the caller closes it). Once this returns Ok the caller has nothing
+    /// left of the connection.
+    pub fn park(&self, w: &mut Waiter, conn: AsyncConn, state: ParkState) -> Result<(), AsyncConn> {
+        let deadline = monotonic_ns().saturating_add(state.wait(&conn).as_nanos() as u64);
+        self.park_until(w, conn, state, deadline)
     }
 
-    /// The length of `state`'s wait for `conn`.
-    fn wait_of(conn: &AsyncConn, state: ParkState) -> Duration {
-        match state {
-            ParkState::KeepAlive => conn.keep_alive_timeout(),
-            ParkState::WaitIo { .. } => conn.timeout(),
-            ParkState::Linger { short: true } => SHORT_LINGER,
-            ParkState::Linger { short: false } => LINGER,
+    /// A lingering close that read what the client sent and waits on: parked again until
+    /// the deadline its lingering close began with. Err gives it back when that has passed,
+    /// or it could not be armed (the caller closes it).
+    pub fn linger_on(&self, w: &mut Waiter, p: Parked) -> Result<(), AsyncConn> {
+        if monotonic_ns() >= p.deadline {
+            return Err(p.conn);
         }
+        self.park_until(w, p.conn, p.state, p.deadline)
     }
 
-    /// Parks `conn` (on the worker that holds it) to wait for `state`; `filed` is the
-    /// timeout entry of its last park, if it came out of the set. Err gives it back when it
-    /// could not be armed in the set (the caller closes it). Once this returns Ok the caller
-    /// has nothing left of the connection.
-    pub fn park(
+    /// Parks `conn` until `deadline`: takes the slot's next ticket, files the timeout entry
+    /// under it in this worker's FIFO for the wait's class (a deadline earlier than that
+    /// FIFO's last is filed at the last one: late, never early), arms the socket under it,
+    /// and publishes. A claimer that came between the arming and the publish leaves the
+    /// connection with us and what it came for still holds: park it anew.
+    fn park_until(
         &self,
         w: &mut Waiter,
-        conn: AsyncConn,
-        state: ParkState,
-        filed: Option<Filed>,
-    ) -> Result<(), AsyncConn> {
-        let (class, wait) = self.classes.of(Self::wait_of(&conn, state));
-        let deadline = monotonic_ns().saturating_add(wait.as_nanos() as u64);
-        // The last entry is not due yet, so it is still in its FIFO: it will claim this
-        // park, and the expirer will see the real deadline (`expire`).
-        let again = filed.filter(|f| f.class == class && f.deadline > monotonic_ns());
-        let mut conn = match again {
-            Some(f) => match self.arm_and_publish(conn, state, Filing::Again(f), deadline) {
-                Ok(ticket) => {
-                    // Its entry may have come due while this worker held the connection
-                    // (the expirer's claim then found it out of its slot, and forgot the
-                    // entry): parked without an entry, it would never time out. Take it
-                    // back and file anew. SeqCst fence between the publish and the clock
-                    // read, against the expirer's between its clock read and its claim
-                    // (`expire`): if this read is before the deadline, the expirer's later
-                    // claim sees the connection parked.
-                    fence(Ordering::SeqCst);
-                    if monotonic_ns() < f.deadline {
-                        return self.after_park(w, ticket, state);
-                    }
-                    match self.claim(ticket) {
-                        Some(p) => p.conn,
-                        // Not ours any more (the expirer or a reader claimed it).
-                        _ => return Ok(()),
-                    }
-                }
-                Err(Unarmed::Again(conn)) => conn,
-                Err(Unarmed::Failed(conn)) => return Err(conn),
-            },
-            None => conn,
-        };
-        loop {
-            let deadline = monotonic_ns().saturating_add(wait.as_nanos() as u64);
-            match self.arm_and_publish(conn, state, Filing::Push(w, class), deadline) {
-                Ok(ticket) => return self.after_park(w, ticket, state),
-                // A claimer came between the arming and the publish: the connection is
-                // still ours, and what it came for still holds. Park it anew (the socket's
-                // readiness fires again; an expiry gets a new deadline, never an early one).
-                Err(Unarmed::Again(back)) => conn = back,
-                Err(Unarmed::Failed(conn)) => return Err(conn),
-            }
-        }
-    }
-
-    fn after_park(
-        &self,
-        w: &mut Waiter,
-        ticket: Ticket,
-        state: ParkState,
-    ) -> Result<(), AsyncConn> {
-        self.after_publish(w, ticket, stop_wait(state));
-        Ok(())
-    }
-
-    /// One try at parking `conn` until `deadline`: reserves its slot (a new ticket, or the
-    /// filed entry's again), files the timeout as `filing` says, arms the socket under the
-    /// ticket and publishes the connection. Ok: parked under the ticket.
-    fn arm_and_publish(
-        &self,
         mut conn: AsyncConn,
         state: ParkState,
-        filing: Filing<'_>,
         deadline: u64,
-    ) -> Result<Ticket, Unarmed> {
-        let fd = conn.fd();
-        let r = match &filing {
-            Filing::Again(f) => self.slots.reserve_again(f.ticket, state.tag()),
-            Filing::Push(..) | Filing::Heap => self.slots.reserve(fd.max(0) as usize, state.tag()),
-        };
-        let Some(r) = r else {
-            if let Filing::Again(_) = filing {
-                return Err(Unarmed::Again(conn));
-            }
-            crate::mpm_log!(
-                level::ERR,
-                0,
-                "RW00033: no parking slot for descriptor {fd}; closing its connection"
-            );
-            return Err(Unarmed::Failed(conn));
-        };
-        let ticket = r.ticket();
-        let filed = match filing {
-            Filing::Again(f) => f,
-            Filing::Push(w, class) => {
-                w.timeouts
-                    .push(class, deadline, ticket, &CoarseAlarm(&self.timer));
-                Filed {
-                    ticket,
-                    class,
-                    deadline,
-                }
-            }
-            Filing::Heap => Filed {
-                ticket,
-                class: usize::MAX,
-                deadline,
-            },
-        };
-        let interest = match state {
-            ParkState::WaitIo { read: false } => Interest::WriteOnce,
-            _ => Interest::ReadOnce,
-        };
-        let armed = if conn.is_registered() {
-            self.set.modify(fd, interest, ticket.to_u64())
-        } else {
-            self.set.add(fd, interest, ticket.to_u64())
-        };
-        if let Err(errno) = armed {
-            crate::mpm_log!(
-                level::ERR,
-                errno,
-                "RW00032: could not poll a parked connection; closing it"
-            );
-            return Err(Unarmed::Failed(conn));
-        }
-        conn.set_registered();
-        // Counted before the publish: its claimer takes the count back.
-        self.park_counts(state);
-        let parked = Parked {
-            conn,
-            state,
-            ticket,
-            deadline,
-            filed,
-        };
-        match r.publish(parked) {
-            Ok(()) => Ok(ticket),
-            Err(back) => {
-                self.unpark_counts(state);
-                Err(Unarmed::Again(back.conn))
-            }
-        }
-    }
-
-    /// A lingering close that read what the client sent and waits on: parked again under
-    /// the same ticket, so it keeps its place in its timeout FIFO. Err gives it back when its
-    /// time is up or it could not be armed (the caller closes it).
-    pub fn linger_on(&self, w: &mut Waiter, mut p: Parked) -> Result<(), AsyncConn> {
-        let fd = p.conn.fd();
-        let (ticket, state, deadline) = (p.ticket, p.state, p.deadline);
+    ) -> Result<(), AsyncConn> {
+        let (class, _) = self.classes.of(state.wait(&conn));
         loop {
-            if monotonic_ns() >= deadline {
-                return Err(p.conn);
-            }
-            let Some(r) = self.slots.reserve_again(ticket, state.tag()) else {
-                return Err(p.conn);
+            let fd = conn.fd();
+            let Some(r) = self.slots.reserve(fd.max(0) as usize, state.tag()) else {
+                crate::mpm_log!(
+                    level::ERR,
+                    0,
+                    "RW00033: no parking slot for descriptor {fd}; closing its connection"
+                );
+                return Err(conn);
             };
-            if self
-                .set
-                .modify(fd, Interest::ReadOnce, ticket.to_u64())
-                .is_err()
-            {
-                return Err(p.conn);
-            }
-            self.park_counts(state);
-            match r.publish(p) {
-                Ok(()) => break,
-                Err(back) => {
-                    self.unpark_counts(state);
-                    p = back;
-                }
-            }
-        }
-        // Its timeout entry may have come due while this worker held the connection (the
-        // expirer's claim then found it out of its slot, and forgot it): close it now.
-        if monotonic_ns() >= deadline {
-            return match self.claim(ticket) {
-                Some(p) => Err(p.conn),
-                // Not ours any more (the expirer or a reader claimed it).
-                _ => Ok(()),
-            };
-        }
-        self.after_publish(w, ticket, stop_wait(state));
-        Ok(())
-    }
-
-    /// After a publish: a stop that began meanwhile may have missed the connection in its
-    /// scan; then the parker files the stop's shorter wait itself. (A class is one length,
-    /// so the stop's entries keep each FIFO sorted, whoever files them.)
-    fn after_publish(&self, w: &mut Waiter, ticket: Ticket, on_stop: Option<Duration>) {
-        // SeqCst fence between the publish and the read of `stopping`: against the stop's
-        // fence between its store and its scan (either the scan sees the connection parked,
-        // or this sees the stop).
-        fence(Ordering::SeqCst);
-        if !self.drain.is_stopping() {
-            return;
-        }
-        if let Some(wait) = on_stop {
-            let (class, wait) = self.classes.of(wait);
-            let deadline = monotonic_ns().saturating_add(wait.as_nanos() as u64);
+            let ticket = r.ticket();
             w.timeouts
                 .push(class, deadline, ticket, &CoarseAlarm(&self.timer));
+            let armed = if conn.is_registered() {
+                self.set.modify(fd, state.interest(), ticket.to_u64())
+            } else {
+                self.set.add(fd, state.interest(), ticket.to_u64())
+            };
+            if let Err(errno) = armed {
+                crate::mpm_log!(
+                    level::ERR,
+                    errno,
+                    "RW00032: could not poll a parked connection; closing it"
+                );
+                return Err(conn);
+            }
+            conn.set_registered();
+            // Counted before the publish: its claimer takes the count back.
+            self.park_counts(state, 1);
+            let parked = Parked {
+                conn,
+                state,
+                deadline,
+            };
+            // The publish, then whether a stop began: against the stop, which marks itself,
+            // then scans what is parked (`stop`). Either the scan sees this connection, or
+            // this sees the stop and files the stop's shorter wait itself. (A class is one
+            // length, so the stop's entries keep each FIFO sorted, whoever files them.)
+            let published = publish_then_check(
+                || r.publish(parked),
+                |done| done.map(|()| self.drain.is_stopping()),
+            );
+            match published {
+                Ok(stopping) => {
+                    if let Some(wait) = state.stop_wait().filter(|_| stopping) {
+                        let (class, wait) = self.classes.of(wait);
+                        let stop_at = monotonic_ns().saturating_add(wait.as_nanos() as u64);
+                        w.timeouts
+                            .push(class, stop_at, ticket, &CoarseAlarm(&self.timer));
+                    }
+                    return Ok(());
+                }
+                Err(back) => {
+                    self.park_counts(state, -1);
+                    conn = back.conn;
+                }
+            }
         }
     }
 
-    /// The alarm woke this worker: claims what timed out (a batch). A connection whose
-    /// entry came due before its deadline (it parked again under the entry's ticket) is
-    /// parked again under a new ticket and filed for its deadline.
-    fn expire(&self, w: &mut Waiter) -> Woken {
+    /// The alarm woke this worker: claims what timed out (a batch). A claim that fails is
+    /// an entry left by an earlier park of a connection that came back meanwhile.
+    fn expire(&self) -> Woken {
         self.timer.clear();
         let mut out = Vec::new();
         if let Some(mut e) = self.timeouts.try_expire() {
-            let now = monotonic_ns();
-            // SeqCst fence: the expirer's half of the handshake with a re-park under a
-            // filed entry's ticket (`park`).
-            fence(Ordering::SeqCst);
-            let mut later = Vec::new();
-            e.expire(now, EXPIRE_BATCH, |due, t| match self.claim(t) {
-                Some(p) if p.filed.deadline == due && p.deadline > now => {
-                    let state = p.state;
-                    match self.refile(p) {
-                        Ok(f) => later.push((f, state)),
-                        Err(p) => out.push(p),
-                    }
-                    true
-                }
+            e.expire(monotonic_ns(), EXPIRE_BATCH, |_, t| match self.claim(t) {
                 Some(p) => {
                     out.push(p);
                     true
                 }
                 None => false,
             });
-            for (f, state) in later {
-                e.refile(f.deadline, f.ticket);
-                self.after_publish(w, f.ticket, stop_wait(state));
-            }
             e.rearm(&CoarseAlarm(&self.timer));
         }
         // One-shot: armed again for the next worker (at once if it fired meanwhile).
@@ -800,53 +661,24 @@ impl Parking {
         Woken::Expired(out)
     }
 
-    /// Parks `p` again, whose entry came due before its deadline, under a new ticket (a
-    /// reader that claims the old one, woken before this claim, then finds nothing): its
-    /// entry, for the real deadline, is the caller's to refile. Err: it could not be armed
-    /// (the caller closes it, a moment before its time).
-    fn refile(&self, p: Parked) -> Result<Filed, Parked> {
-        let (state, deadline, ticket, filed) = (p.state, p.deadline, p.ticket, p.filed);
-        let mut conn = p.conn;
-        loop {
-            match self.arm_and_publish(conn, state, Filing::Heap, deadline) {
-                Ok(ticket) => {
-                    return Ok(Filed {
-                        ticket,
-                        class: usize::MAX,
-                        deadline,
-                    })
-                }
-                Err(Unarmed::Again(back)) => conn = back,
-                Err(Unarmed::Failed(conn)) => {
-                    return Err(Parked {
-                        conn,
-                        state,
-                        ticket,
-                        deadline,
-                        filed,
-                    })
-                }
-            }
-        }
-    }
-
     /// A connection was accepted.
     fn opened(&self) {
         self.drain.opened();
-        scoreboard::add_async(self.slot, AsyncField::Connections, 1);
+        self.rows.add(Count::Connections, 1);
     }
 
     /// A connection of this child was closed (or a module took it over).
     pub fn closed(&self) {
-        scoreboard::add_async(self.slot, AsyncField::Connections, -1);
-        self.drain.closed(&self.bell);
-        // SeqCst fence between the close (the count's decrement in `drain.closed`) and
-        // the read of the flag: against `settle`'s (module gate doc).
-        fence(Ordering::SeqCst);
-        if self.files_blocked.load(Ordering::Relaxed)
-            && !self.at_file_limit()
-            && self.files_blocked.swap(false, Ordering::Relaxed)
-        {
+        self.rows.add(Count::Connections, -1);
+        self.regain_files();
+        // The close (the count's decrement in `drain.closed`), then the flag: against
+        // `apply_registrations`, which sets the flag, then reads the count.
+        let resettle = self.drain.closed(&self.bell, || {
+            self.files_blocked.load(Ordering::Relaxed)
+                && !self.at_file_limit()
+                && self.files_blocked.swap(false, Ordering::Relaxed)
+        });
+        if resettle {
             self.settle_all();
         }
     }
@@ -854,36 +686,64 @@ impl Parking {
     /// A module suspended a connection (it owns it now): it no longer counts as the
     /// child's (this MPM never sees it again, and a stopping child waits for its own).
     pub fn suspended(&self) {
-        scoreboard::add_async(self.slot, AsyncField::Suspended, 1);
+        self.rows.add(Count::Suspended, 1);
         self.closed();
     }
 
     /// The child holds as many connections as its open-file limit allows.
     fn at_file_limit(&self) -> bool {
-        // Relaxed: max_open only shrinks, and a stale read costs one connection more or
-        // less (the reserve in `open_files` covers it).
+        // Relaxed: a stale read costs one connection more or less (the reserve in
+        // `open_files` covers it), and a close re-checks after its own decrement.
         self.drain.open() >= self.max_open.load(Ordering::Relaxed)
     }
 
-    /// Accept met EMFILE or ENFILE: what the child holds now is its budget from now on
-    /// (modules hold more descriptors than `open_files` reserved); logged once.
+    /// Accept met EMFILE or ENFILE while the child holds connections (modules hold more
+    /// descriptors than `open_files` reserved, or the system is out): the child takes no
+    /// more until some close, then tries its full budget again. Each lowering in a row
+    /// waits for twice as many closes as the last before that try, so a shortage that
+    /// lasts costs a failed accept (and the core's AH02179 line) per 1, 2, 4, ... closes,
+    /// not one per close; an accept that goes through at full budget ends the episode.
     fn out_of_files(&self) {
         let open = self.drain.open().max(1);
-        // Relaxed: as in at_file_limit.
-        self.max_open.fetch_min(open, Ordering::Relaxed);
-        if !self.out_of_files.swap(true, Ordering::Relaxed) {
+        // Relaxed, here and in regain_files: these steer a retry, and a stale value only
+        // moves one retry by a close; the close that re-settles reads `max_open` after it.
+        self.max_open.store(open, Ordering::Relaxed);
+        let wait = (self.retry_after.load(Ordering::Relaxed).saturating_mul(2)).clamp(1, 1 << 20);
+        self.retry_after.store(wait, Ordering::Relaxed);
+        self.closes_before_retry.store(wait, Ordering::Relaxed);
+        if wait == 1 {
             crate::mpm_log!(
                 level::WARNING,
                 0,
-                "RW00042: accept found no free descriptor with {open} connections open: this child holds at most that many from now on (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
+                "RW00042: accept found no free descriptor with {open} connections open: this child takes no more until some of them close (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
             );
         }
     }
 
-    /// The main thread: the child stops. Graceful: no new connections, parked keep-alive
-    /// connections get `STOP_KEEP_ALIVE` for one more request, lingering closes
-    /// `SHORT_LINGER`, and the workers leave once the last connection is closed. Immediate:
-    /// every idle worker leaves now (the caller cuts the busy ones).
+    /// A close while the child is lowered for EMFILE: after as many closes as the lowering
+    /// asked for, the full budget again (`out_of_files`).
+    fn regain_files(&self) {
+        // Relaxed: see out_of_files.
+        let left = self.closes_before_retry.load(Ordering::Relaxed);
+        if left == 0 {
+            return;
+        }
+        if left == 1 && self.closes_before_retry.swap(0, Ordering::Relaxed) == 1 {
+            self.max_open.store(self.budget_open, Ordering::Relaxed);
+        } else if left > 1 {
+            let _ = self.closes_before_retry.compare_exchange(
+                left,
+                left - 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// The main thread: the child stops. Graceful: no new connections, each parked
+    /// connection's wait cut as `states` says, and the workers leave once the last
+    /// connection is closed. Immediate: every idle worker leaves now (the caller cuts the
+    /// busy ones).
     pub fn stop(&'static self, graceful: bool) {
         for g in self.gates.iter() {
             g.begin_close();
@@ -894,13 +754,16 @@ impl Parking {
             self.drain.exit(&self.bell);
             return;
         }
-        self.drain.begin_stop();
         // The main thread's producer: the stop's waits are shorter than the workers'
         // entries for the same connections, and its FIFOs hold only these.
-        if let Some(mut p) = self.timeouts.producer(self.workers) {
+        let mut p = self.timeouts.producer(self.workers);
+        // The stop is marked, then what is parked is scanned: against each parker's
+        // publish-then-look (`park_until`).
+        self.drain.begin_stop(&self.bell, || {
+            let Some(p) = p.as_mut() else { return };
             let now = monotonic_ns();
             for (ticket, tag) in self.slots.parked() {
-                if let Some(wait) = stop_wait(ParkState::from_tag(tag)) {
+                if let Some(wait) = ParkState::from_tag(tag).stop_wait() {
                     let (class, wait) = self.classes.of(wait);
                     p.push(
                         class,
@@ -910,8 +773,7 @@ impl Parking {
                     );
                 }
             }
-        }
-        self.drain.exit_if_drained(&self.bell);
+        });
     }
 
     /// The main thread, once every worker has left: closes what is still parked and the
@@ -940,15 +802,5 @@ impl Parking {
     /// with `Connection: close`, as the core asks the MPM's state).
     pub fn is_stopping(&self) -> bool {
         self.drain.is_stopping()
-    }
-}
-
-/// How long a stopping child gives a connection parked in `state`, if less than its own
-/// wait (a module's I/O wait keeps its Timeout).
-fn stop_wait(state: ParkState) -> Option<Duration> {
-    match state {
-        ParkState::KeepAlive => Some(STOP_KEEP_ALIVE),
-        ParkState::Linger { .. } => Some(SHORT_LINGER),
-        ParkState::WaitIo { .. } => None,
     }
 }

@@ -23,6 +23,7 @@ use crate::ffi::socket;
 use crate::ffi::thread::Spawner;
 use crate::mpm::handoff::Handoff;
 use crate::mpm::parking::Parking;
+use crate::mpm::row_counts::RowCounts;
 use crate::mpm::status::ChildCounters;
 use crate::sys;
 
@@ -47,6 +48,8 @@ pub struct ChildRuntime {
     pub spawner: &'static Spawner,
     /// What the child counts (its exit line, and server-status through shared memory).
     pub counters: ChildCounters,
+    /// Its open, parked and idle counts, as its scoreboard and status rows show them.
+    pub rows: &'static RowCounts,
     /// Rung when the main thread has something to look at: a stop its own threads asked
     /// for, the listener gone, the last worker gone. Only the main thread waits on it and
     /// clears it, through [`ChildRuntime::wait_pod_or_bell`] and

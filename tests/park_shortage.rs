@@ -1,0 +1,216 @@
+//! A parking child at a descriptor shortage: accept meets EMFILE (a module holds more
+//! descriptors than rworker keeps free). Here a test module
+//! (`tests/modules/mod_test_nofile.c`, built with the installed headers) lowers the
+//! serving child's own open-file limit to what it holds, and gives it back, which is what
+//! the kernel sees when a module takes every descriptor left and then closes them.
+//!
+//! - A child that holds no connection cannot serve anything: it retires, sick, as the
+//!   stock MPMs' children do at any EMFILE (the core logs AH02179 once), and a new child
+//!   serves the waiting client. It does not spin on the socket logging AH02179.
+//! - A child that holds connections keeps them and takes no more until some close; once
+//!   descriptors are free again it takes its full share again (nothing lowers its
+//!   capacity for good).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::{
+    idle_keep_alive_connections, raise_fd_limit, skip_unless_rworker, wait_until, RawConn, Server,
+    ServerOpts,
+};
+
+/// Whether a test runs here (rworker only; `RWorkerKeepAlive` is its), with the test
+/// process's open-file limit raised.
+fn rworker_only(test: &str) -> bool {
+    if skip_unless_rworker(test) {
+        return false;
+    }
+    raise_fd_limit();
+    true
+}
+
+/// The test module, built once per run with the installed httpd and APR headers.
+fn test_module() -> &'static PathBuf {
+    static SO: OnceLock<PathBuf> = OnceLock::new();
+    SO.get_or_init(|| {
+        let query = |cmd: &str, args: &[&str]| -> Vec<String> {
+            let out = Command::new(cmd)
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect()
+        };
+        let include = query("apxs", &["-q", "INCLUDEDIR"]);
+        let apr = query("apr-1-config", &["--cppflags", "--includes"]);
+        let so = std::env::temp_dir().join(format!("mod_test_nofile-{}.so", std::process::id()));
+        let src = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/modules/mod_test_nofile.c"
+        );
+        let out = Command::new("cc")
+            .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
+            .arg(&so)
+            .arg(format!("-I{}", include.join("")))
+            .args(&apr)
+            .arg(src)
+            .output()
+            .expect("run cc");
+        assert!(
+            out.status.success(),
+            "cc {src}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        so
+    })
+}
+
+/// A parking server with the test module at /nofile.
+fn start(opts: ServerOpts) -> Server {
+    Server::start(
+        opts.keep_alive(true)
+            .line("RWorkerKeepAlive park")
+            .line(format!(
+                "LoadModule test_nofile_module {}",
+                test_module().display()
+            ))
+            .line("<Location /nofile>\n    SetHandler test-nofile\n</Location>")
+            // Serving /nofile must need no descriptor (no .htaccess lookups).
+            .line("<Directory />\n    AllowOverride None\n</Directory>"),
+    )
+}
+
+/// Sends `GET /nofile?what` on `c` and reads the answer's status (with `close`, asking the
+/// server to close the connection after it, and waiting for that).
+fn nofile(c: &mut RawConn, what: &str, close: bool) -> u16 {
+    let conn = if close { "Connection: close\r\n" } else { "" };
+    c.send(format!("GET /nofile?{what} HTTP/1.1\r\nHost: localhost\r\n{conn}\r\n").as_bytes());
+    let status = c.read_response().status;
+    if close {
+        assert!(
+            c.is_closed_by_peer(),
+            "/nofile?{what} kept the connection open"
+        );
+    }
+    status
+}
+
+/// A fresh connection that sent a request for /index.html (its answer is left to read).
+fn asking(s: &Server) -> RawConn {
+    let mut c = RawConn::connect(&s.addr());
+    c.send(RawConn::get_request("/index.html").as_bytes());
+    c
+}
+
+fn count_lines(log: &str, id: &str) -> usize {
+    log.lines().filter(|l| l.contains(id)).count()
+}
+
+/// One child, holding nothing, with no descriptor left for a new connection.
+/// A client's request: the child's accept meets EMFILE once, the child retires sick, and
+/// the parent's replacement answers the client. Before: the child lowered its bound to 1,
+/// stayed accepting, and every turn of its workers on the socket met EMFILE again
+/// (hundreds of AH02179 lines a second, its CPU busy, never retired).
+#[test]
+fn a_child_holding_nothing_at_emfile_retires_sick_and_the_client_is_served() {
+    if !rworker_only("a_child_holding_nothing_at_emfile_retires_sick_and_the_client_is_served") {
+        return;
+    }
+    // Two children, of which the first maintenance cycle sheds one (MaxSpareThreads 5):
+    // once only one is left, the parent has seen a healthy child, so a sick one no longer
+    // ends the server (AH02325, as with the stock MPMs before any child was healthy).
+    let s = start(
+        ServerOpts::default()
+            .start_servers(2)
+            .server_limit(4)
+            .threads_per_child(5)
+            .max_request_workers(10)
+            .spare_threads(1, 5),
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || s.children().len() == 1),
+        "idle maintenance did not shed one of the two children\n{}",
+        s.error_log()
+    );
+    let child = s.children()[0];
+    // A module takes every descriptor left but this connection's, which then closes.
+    let mut hog = RawConn::connect(&s.addr());
+    assert_eq!(nofile(&mut hog, "hold-after-close", true), 200);
+    drop(hog);
+    assert_eq!(
+        asking(&s).read_response().status,
+        200,
+        "the client waiting behind the sick child was not served\n{}",
+        s.error_log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || !s.children().contains(&child)),
+        "the child that met EMFILE holding nothing did not retire\n{}",
+        s.error_log()
+    );
+    let log = s.error_log();
+    let lines = count_lines(&log, "AH02179");
+    assert!(
+        (1..=2).contains(&lines),
+        "{lines} AH02179 lines for one client (the child spun on the socket?)\n{log}"
+    );
+    s.assert_no_warnings_in_error_log_except(&["AH02179", "AH00279"]);
+}
+
+/// One child (ServerLimit 1) holding 10 idle connections meets EMFILE at a new client's
+/// accept: it keeps the 10 and takes no more (RW00042). The descriptors are given back and
+/// one idle connection closes: the waiting client is served, and then 20 more connections
+/// beyond the 10 it held are all served by the same child, so its capacity came back.
+/// Before: its bound stayed at the 10 it held when it met EMFILE, and the 20 waited in
+/// the backlog for good.
+#[test]
+fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_are_free() {
+    if !rworker_only("a_child_holding_connections_at_emfile_takes_its_full_share") {
+        return;
+    }
+    let s = start(
+        ServerOpts::default()
+            .start_servers(1)
+            .server_limit(1)
+            .threads_per_child(5)
+            .max_request_workers(5)
+            .spare_threads(1, 100)
+            .max_keep_alive_requests(0)
+            .line("KeepAliveTimeout 60"),
+    );
+    let child = s.children()[0];
+    let mut idle = idle_keep_alive_connections(&s, 10);
+    // A module takes every descriptor the child has left (idle connection 0 asks).
+    assert_eq!(nofile(&mut idle[0], "hold", false), 200);
+    let mut waiting = asking(&s);
+    assert!(
+        wait_until(Duration::from_secs(20), || s
+            .error_log()
+            .contains("RW00042")),
+        "no RW00042 after the accept that met EMFILE\n{}",
+        s.error_log()
+    );
+    // It gives them back (idle connection 1 asks), and one idle connection closes.
+    assert_eq!(nofile(&mut idle[1], "release", false), 200);
+    drop(idle.pop());
+    assert_eq!(
+        waiting.read_response().status,
+        200,
+        "the waiting client was not served after a close\n{}",
+        s.error_log()
+    );
+    // 20 more than the child held at EMFILE, each answered (idle_keep_alive_connections
+    // asserts it), by the same child.
+    let _more = idle_keep_alive_connections(&s, 20);
+    assert_eq!(s.children(), [child], "the same child served them");
+    let log = s.error_log();
+    assert_eq!(count_lines(&log, "AH02179"), 1, "{log}");
+    assert_eq!(count_lines(&log, "RW00042"), 1, "{log}");
+    s.assert_no_warnings_in_error_log_except(&["AH02179", "RW00042"]);
+}
