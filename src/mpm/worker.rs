@@ -234,13 +234,7 @@ impl Worker {
                     self.serve_new(conn, how.gate, p, &mut w)
                 }
                 Woken::Ready(parked) => self.resume(parked, p, &mut w),
-                Woken::Expired(due) => {
-                    for parked in due {
-                        let pool = self.expire(parked, p, &mut w);
-                        self.recycle(pool);
-                    }
-                    None
-                }
+                Woken::Expired(parked) => self.expire(parked, p, &mut w),
             };
             // A connection was closed on this worker (its pool came back).
             let closed = pool.is_some();

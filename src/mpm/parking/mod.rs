@@ -46,8 +46,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rworker_queue::{
-    publish_then_check, Alarm, ConnectionBudget, Drain, ParkSlots, Producer, Serial, Ticket,
-    Timeouts,
+    publish_then_check, ConnectionBudget, Drain, ParkSlots, Producer, Serial, Ticket, Timeouts,
 };
 
 use crate::ffi::async_conn::AsyncConn;
@@ -76,15 +75,6 @@ const RELAY: u64 = u64::MAX - 2;
 /// Listening socket `i`'s key is `GATES - i` (tickets never come near: their low half is a
 /// descriptor number).
 const GATES: u64 = u64::MAX - 3;
-
-/// How late the alarm may fire after the earliest deadline: deadlines are rounded up to a
-/// multiple of this, so a child whose connections time out one after another wakes for
-/// them at most ten times a second (the event MPM's `TIMEOUT_FUDGE_FACTOR`). Never early.
-const ALARM_SLACK: u64 = 100_000_000;
-/// Connections one worker closes per wake of the alarm before it leaves the rest to the
-/// next worker (the alarm is set again at once): a burst of timeouts (thousands of idle
-/// clients that connected together) is spread over the idle workers.
-const EXPIRE_BATCH: usize = 64;
 
 /// Why a connection is parked, and so what the set waits for and how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,22 +190,12 @@ pub enum Woken {
     /// A parked connection it claimed: readable (or writable), or for a lingering close,
     /// the client sent more or closed.
     Ready(Parked),
-    /// Parked connections whose time is up, claimed: to close.
-    Expired(Vec<Parked>),
+    /// A parked connection whose time is up, claimed: to close.
+    Expired(Parked),
     /// The child is done: leave.
     Exit,
     /// Nothing for it (a sibling took the connection, a stale event, a signal).
     Nothing,
-}
-
-/// The alarm, rounded up to `ALARM_SLACK`.
-struct CoarseAlarm<'a>(&'a TimerFd);
-
-impl Alarm for CoarseAlarm<'_> {
-    fn set(&self, deadline: u64) {
-        self.0
-            .set(deadline.div_ceil(ALARM_SLACK).saturating_mul(ALARM_SLACK));
-    }
 }
 
 /// A worker's own part of the set: where it files timeouts, and the child's stack of
@@ -592,8 +572,7 @@ impl Parking {
                 return Err(conn);
             };
             let ticket = r.ticket();
-            w.timeouts
-                .push(class, deadline, ticket, &CoarseAlarm(&self.timer));
+            w.timeouts.push(class, deadline, ticket, &self.timer);
             let armed = if conn.is_registered() {
                 self.set.modify(fd, state.interest(), ticket.to_u64())
             } else {
@@ -628,8 +607,7 @@ impl Parking {
                     if let Some(wait) = state.stop_wait().filter(|_| stopping) {
                         let (class, wait) = self.classes.of(wait);
                         let stop_at = monotonic_ns().saturating_add(wait.as_nanos() as u64);
-                        w.timeouts
-                            .push(class, stop_at, ticket, &CoarseAlarm(&self.timer));
+                        w.timeouts.push(class, stop_at, ticket, &self.timer);
                     }
                     return Ok(());
                 }
@@ -641,24 +619,24 @@ impl Parking {
         }
     }
 
-    /// The alarm woke this worker: claims what timed out (a batch). A claim that fails is
-    /// an entry left by an earlier park of a connection that came back meanwhile.
+    /// The alarm woke this worker: claims the first connection whose time is up (entries of
+    /// earlier parks of connections that came back meanwhile fail their claims and are
+    /// dropped on the way), and sets the alarm again, at once if more are due, so that a
+    /// burst of timeouts (thousands of idle clients that connected together) is spread
+    /// over the idle workers one connection each.
     fn expire(&self) -> Woken {
         self.timer.clear();
-        let mut out = Vec::new();
+        let mut due = None;
         if let Some(mut e) = self.timeouts.try_expire() {
-            e.expire(monotonic_ns(), EXPIRE_BATCH, |_, t| match self.claim(t) {
-                Some(p) => {
-                    out.push(p);
-                    true
-                }
-                None => false,
+            e.expire(monotonic_ns(), 1, |_, t| {
+                due = self.claim(t);
+                due.is_some()
             });
-            e.rearm(&CoarseAlarm(&self.timer));
+            e.rearm(&self.timer);
         }
         // One-shot: armed again for the next worker (at once if it fired meanwhile).
         let _ = self.set.modify(self.timer.fd(), Interest::ReadOnce, ALARM);
-        Woken::Expired(out)
+        due.map_or(Woken::Nothing, Woken::Expired)
     }
 
     /// A connection was accepted.
@@ -769,7 +747,7 @@ impl Parking {
                         class,
                         now.saturating_add(wait.as_nanos() as u64),
                         ticket,
-                        &CoarseAlarm(&self.timer),
+                        &self.timer,
                     );
                 }
             }
