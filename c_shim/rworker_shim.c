@@ -25,7 +25,7 @@ const command_rec rworker_shim_cmds[] = {
     RW_DIRECTIVE("ThreadLimit", "Maximum number of worker threads per child process for this run of Apache - Upper limit for ThreadsPerChild"),
     RW_DIRECTIVE("RWorkerQueue", "Listener-to-worker queue: 'atomic' (rworker's own, the default) or 'apr' (httpd's own fdqueue, for A/B tests)"),
     RW_DIRECTIVE("RWorkerAccept", "Who accepts connections: 'workers' (idle workers, each blocked in accept; the default where the child has one listening socket) or 'listener' (the listener thread hands each connection over through the fdqueue, the stock worker's way)"),
-    RW_DIRECTIVE("RWorkerKeepAlive", "What holds an idle keep-alive connection: 'thread' (its worker, the stock worker's way, the default) or 'park' (nothing: the child's idle workers wait on it in one event set)"),
+    RW_DIRECTIVE("RWorkerKeepAlive", "What holds an idle keep-alive connection: 'park' (nothing, the default: it waits in its child's event set, which idle workers take turns on) or 'thread' (its worker, the stock worker's way)"),
     AP_GRACEFUL_SHUTDOWN_TIMEOUT_COMMAND,
     { NULL }
 };

@@ -5,6 +5,10 @@
 #   bash scripts/test.sh                               # as root (else: sudo bash scripts/test.sh)
 #   RWORKER_TEST_MPM=worker bash scripts/test.sh       # same tests on the stock worker MPM
 #
+# rworker's default keep-alive mode, park, runs every integration test; the thread pass
+# runs the serving and lifecycle tests again with RWorkerKeepAlive thread, the listener
+# pass with its listener thread.
+#
 # Runs as root: the tests start httpd, which switches its children to www-data, and
 # tests/package.rs installs and removes the Debian package.
 set -euo pipefail
@@ -37,22 +41,24 @@ suite() {
 
 # Two test threads: the load tests run ab/wrk against their own servers, and more of them
 # at once on a 2-core machine only measure the scheduler.
-echo "== cargo test --release --workspace (MPM under test: ${RWORKER_TEST_MPM:-rworker})"
+echo "== cargo test --release --workspace (MPM under test: ${RWORKER_TEST_MPM:-rworker}; rworker parks, its default)"
 suite default cargo test --release --workspace --no-fail-fast -- --test-threads 2
 
-# The tests that serve and restart again, with parked connections (RWorkerKeepAlive park).
+# The tests that serve and restart again with the stock worker's keep-alive
+# (RWorkerKeepAlive thread; the default pass above parks, the default mode).
 if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
-    echo "== the same serving, lifecycle, graceful-restart, process-management and panic tests with RWorkerKeepAlive park"
-    suite park env RWORKER_TEST_KEEPALIVE=park cargo test --release --no-fail-fast \
+    echo "== the same serving, lifecycle, graceful-restart, process-management and panic tests with RWorkerKeepAlive thread"
+    suite thread env RWORKER_TEST_KEEPALIVE=thread cargo test --release --no-fail-fast \
         --test serve --test lifecycle --test load --test status --test graceful \
         --test process_management --test panic -- --test-threads 2
 fi
 
-# And with the listener thread's hand-off (RWorkerAccept listener; the default lets idle
-# workers accept where the child has one listening socket, as in these tests).
+# And with the listener thread's hand-off (RWorkerAccept listener, which applies with
+# RWorkerKeepAlive thread; otherwise idle workers accept where the child has one
+# listening socket, as in these tests).
 if [[ "${RWORKER_TEST_MPM:-rworker}" == rworker ]]; then
-    echo "== the same serving, lifecycle and graceful-restart tests with RWorkerAccept listener"
-    suite listener env RWORKER_TEST_ACCEPT=listener cargo test --release --no-fail-fast \
+    echo "== the same serving, lifecycle and graceful-restart tests with RWorkerKeepAlive thread and RWorkerAccept listener"
+    suite listener env RWORKER_TEST_KEEPALIVE=thread RWORKER_TEST_ACCEPT=listener cargo test --release --no-fail-fast \
         --test serve --test lifecycle --test load --test status --test graceful -- --test-threads 2
 fi
 
@@ -65,7 +71,7 @@ fi
 # ...`, `Running tests/serve.rs ...`, `Doc-tests ...`) and ends it with `test result: ok.
 # N passed; M failed; ...`: unit tests and doc-tests count as unit, tests/package.rs as
 # package, every other tests/ binary (of any workspace member) as integration; the
-# integration total adds the park and listener runs, shown apart in the brackets.
+# integration total adds the thread and listener runs, shown apart in the brackets.
 SUMMARY=$(awk '
     /^@@suite / { suite = $2; kind = ""; next }
     /^@@end/ { suite = ""; next }
@@ -83,12 +89,12 @@ SUMMARY=$(awk '
         pass[k] += p; fail += f
     }
     END {
-        printf "test.sh: unit %d passed; integration %d passed (default %d, park %d, listener %d); ", \
-            pass["unit"], pass["integration"] + pass["park"] + pass["listener"], \
-            pass["integration"], pass["park"], pass["listener"]
+        printf "test.sh: unit %d passed; integration %d passed (default park %d, thread %d, listener %d); ", \
+            pass["unit"], pass["integration"] + pass["thread"] + pass["listener"], \
+            pass["integration"], pass["thread"], pass["listener"]
         printf "package %d passed; loom %d models passed; %d failed\n", \
             pass["package"], pass["loom"], fail
-        total = pass["unit"] + pass["integration"] + pass["park"] + pass["listener"] + pass["package"] + pass["loom"]
+        total = pass["unit"] + pass["integration"] + pass["thread"] + pass["listener"] + pass["package"] + pass["loom"]
         printf "test.sh: %d passed, %d failed\n", total, fail
     }' "$LOG")
 rm -f "$LOG"

@@ -263,18 +263,16 @@ fn scoreboard_length_follows_max_request_workers() {
     );
 }
 
-/// `RWorkerAccept`: with one Listen the idle workers accept for themselves (no listener
-/// thread, no hand-off through the fdqueue); with a second Listen, or with `RWorkerAccept
-/// listener`, the listener thread accepts and hands off, as in the stock worker. Every
-/// connection is served and counted either way.
+/// `RWorkerAccept` with `RWorkerKeepAlive thread` (the stock worker's keep-alive, one
+/// directive away from the default `park`): with one Listen the idle workers accept for
+/// themselves, each blocked in accept (no listener thread, no hand-off through the
+/// fdqueue); with a second Listen, or with `RWorkerAccept listener`, the listener thread
+/// accepts and hands off, as in the stock worker. Every connection is served and counted
+/// either way.
 #[test]
 fn who_accepts_follows_rworker_accept_and_the_listen_count() {
-    let env_set = |k: &str| std::env::var(k).is_ok();
-    if Mpm::under_test() != Mpm::Rworker
-        || env_set("RWORKER_TEST_KEEPALIVE")
-        || env_set("RWORKER_TEST_ACCEPT")
-    {
-        eprintln!("skipped: rworker's default accept mode only");
+    if Mpm::under_test() != Mpm::Rworker || std::env::var("RWORKER_TEST_ACCEPT").is_ok() {
+        eprintln!("skipped: rworker's accept modes, as each case sets them");
         return;
     }
     let port2 = free_port();
@@ -286,7 +284,7 @@ fn who_accepts_follows_rworker_accept_and_the_listen_count() {
     ];
     for (line, workers) in cases {
         let name = line.clone().unwrap_or_else(|| "default".into());
-        let mut opts = ServerOpts::stable();
+        let mut opts = ServerOpts::stable().line("RWorkerKeepAlive thread");
         if let Some(l) = &line {
             opts = opts.line(l.clone());
         }

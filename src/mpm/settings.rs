@@ -45,10 +45,11 @@ pub enum QueueKind {
 /// What holds a connection between its requests (`RWorkerKeepAlive`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeepAliveMode {
-    /// Its worker thread, waiting in a blocking read (the stock worker MPM's way).
+    /// Its worker thread, waiting in a blocking read (the stock worker MPM's way, for A/B).
     Thread,
-    /// Nobody: the listener parks it in its poll set until the client speaks, and lingering
-    /// closes wait there too (event's scale, without event's kill-all under load).
+    /// Nobody (the default): it waits in its child's event set, which idle workers take
+    /// turns on, until the client speaks; lingering closes wait there too (event's scale,
+    /// without event's closing of idle connections under load).
     Park,
 }
 
@@ -173,7 +174,7 @@ impl Settings {
         thread_limit: DEFAULT_THREAD_LIMIT,
         daemons_limit: DEFAULT_SERVER_LIMIT,
         queue: QueueKind::Atomic,
-        keep_alive: KeepAliveMode::Thread,
+        keep_alive: KeepAliveMode::Park,
         accept: AcceptMode::Workers,
         one_process: false,
         foreground: false,

@@ -120,11 +120,12 @@ fn rworker_so() -> PathBuf {
 // ------------------------------------------------------------------------------------------
 // Server options
 
-/// Whether the suite runs with RWORKER_TEST_KEEPALIVE=park (rworker only): every server
-/// parks its connections unless its own lines say otherwise.
+/// Whether the suite runs rworker in its default keep-alive mode, `park` (unless
+/// RWORKER_TEST_KEEPALIVE=thread): every server parks its connections unless its own lines
+/// say otherwise.
 pub fn parking_under_test() -> bool {
     Mpm::under_test() == Mpm::Rworker
-        && std::env::var("RWORKER_TEST_KEEPALIVE").is_ok_and(|m| m == "park")
+        && !std::env::var("RWORKER_TEST_KEEPALIVE").is_ok_and(|m| m == "thread")
 }
 
 /// Directives of the server under test. `Default` is the test config of the contract (§6):
@@ -462,7 +463,8 @@ impl Server {
         line(format!("ErrorLog {t}/logs/error.log"));
         if self.mpm == Mpm::Rworker {
             line(format!("LogLevel warn {}:debug", self.mpm.log_tag()));
-            // RWORKER_TEST_KEEPALIVE=park runs every test with parked connections.
+            // RWORKER_TEST_KEEPALIVE=thread runs every test with the stock worker's
+            // keep-alive (park is the default).
             if let Ok(mode) = std::env::var("RWORKER_TEST_KEEPALIVE") {
                 line(format!("RWorkerKeepAlive {mode}"));
             }
@@ -606,8 +608,9 @@ impl Server {
             || extra("listen ")
     }
 
-    /// Whether this server is rworker with `RWorkerKeepAlive park` (from its own lines or
-    /// RWORKER_TEST_KEEPALIVE; its own line comes after the environment's, so it wins).
+    /// Whether this server is rworker with `RWorkerKeepAlive park` (the default; from its
+    /// own lines or RWORKER_TEST_KEEPALIVE; its own line comes after the environment's, so
+    /// it wins).
     pub fn parks(&self) -> bool {
         if self.mpm != Mpm::Rworker || self.has_line("rworkerkeepalive thread") {
             return false;
