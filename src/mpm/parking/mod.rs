@@ -243,6 +243,9 @@ pub struct Parking {
     /// The gates were taken out of the set at the open-file limit: a close below it puts
     /// them back.
     files_blocked: AtomicBool,
+    /// Accept broke (a resource shortage): the child retires, sick, and takes no more
+    /// connections meanwhile.
+    broken: AtomicBool,
     /// Workers (each a timeout producer; the main thread is one more, for the stop).
     workers: usize,
     slot: c_int,
@@ -300,6 +303,7 @@ impl Parking {
             closes_before_retry: AtomicU32::new(0),
             retry_after: AtomicU32::new(0),
             files_blocked: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
             workers,
             slot,
             rows,
@@ -371,7 +375,12 @@ impl Parking {
 
     /// Whether the child takes new connections now.
     fn accepting(&self) -> bool {
-        !self.drain.is_stopping() && !self.at_file_limit() && !self.budget.spent()
+        // Relaxed `broken`: set once; a worker that reads it late accepts once more, and
+        // fails as the first did.
+        !self.drain.is_stopping()
+            && !self.broken.load(Ordering::Relaxed)
+            && !self.at_file_limit()
+            && !self.budget.spent()
     }
 
     /// Settles a gate's registration with [`Parking::accepting`] (see `gate`), the relay's,
@@ -471,12 +480,17 @@ impl Parking {
         // Connections still queued after an accept came before this wake's event was
         // collected (their wakes found it pending), so nothing will tell a waiter of them:
         // deleting and adding the socket again polls the queue (see `gate`).
+        if broken {
+            // Out of the set at once (the settle below), so that no other worker of this
+            // child meets the same failure while it retires.
+            self.broken.store(true, Ordering::Relaxed);
+        }
         let more = conn.is_some() && inside.has_queued();
         // The last worker out of a closing gate closes it (in the settle).
         let last_out = inside.leave();
         // Out of the set if the child stopped accepting; re-added after an accept that
         // left connections queued, or after a failed one that did not empty the queue.
-        if last_out || !self.accepting() || more || (conn.is_none() && !emptied && !broken) {
+        if last_out || !self.accepting() || more || (conn.is_none() && !emptied) {
             self.settle(g);
         }
         if conn.is_some() && self.closes_before_retry.load(Ordering::Relaxed) == 0 {
