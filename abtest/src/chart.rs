@@ -15,9 +15,13 @@ type Metric = fn(&Summary) -> Stat;
 pub fn colour(k: MpmKind) -> &'static str {
     match k {
         MpmKind::Worker => "#0072b2",
+        // The A/A half: the worker's hue, darker.
+        MpmKind::WorkerAa => "#003c5f",
         MpmKind::Event => "#009e73",
         MpmKind::RworkerApr => "#e69f00",
         MpmKind::Rworker => "#d55e00",
+        // rworker's hue, darker: the other keep-alive mode.
+        MpmKind::RworkerThread => "#7f3700",
         MpmKind::RworkerPark => "#cc79a7",
         MpmKind::RworkerListener => "#56b4e9",
         MpmKind::RworkerParkBase => "#999999",

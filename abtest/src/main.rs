@@ -7,7 +7,7 @@
 
 use rworker_ab::autogroup::Autogroup;
 use rworker_ab::error::Context;
-use rworker_ab::mpm::MpmKind;
+use rworker_ab::mpm::{Modules, MpmKind, STOCK_WORKER_SO};
 use rworker_ab::options::Options;
 use rworker_ab::plan::{mmss, Plan};
 use rworker_ab::{chart, memory, percon, report, server, shutdown, Error, Result};
@@ -81,6 +81,7 @@ struct ModuleSnapshot {
 }
 
 impl ModuleSnapshot {
+    /// Copies `built` to `<temp>/rworker-ab-<pid>-<name>/<name>`.
     fn take(built: &Path, name: &str) -> Result<ModuleSnapshot> {
         let dir = std::env::temp_dir().join(format!("rworker-ab-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
@@ -94,6 +95,23 @@ impl ModuleSnapshot {
             )
         })?;
         Ok(ModuleSnapshot { dir, path })
+    }
+
+    /// worker-aa's module: a copy of Debian's `mod_mpm_worker.so` under another file name,
+    /// checked to be byte-identical to the original.
+    fn stock_worker_copy() -> Result<ModuleSnapshot> {
+        let original = Path::new(STOCK_WORKER_SO);
+        let s = ModuleSnapshot::take(original, "mod_mpm_worker-aa.so")
+            .context(|| "worker-aa: copy the stock worker MPM (apt-get install apache2)")?;
+        let a = std::fs::read(original).context(|| format!("read {STOCK_WORKER_SO}"))?;
+        let b = std::fs::read(&s.path).context(|| format!("read {}", s.path.display()))?;
+        if a != b {
+            return Err(Error(format!(
+                "worker-aa: {} is not byte-identical to {STOCK_WORKER_SO}",
+                s.path.display()
+            )));
+        }
+        Ok(s)
     }
 }
 
@@ -205,6 +223,17 @@ fn run(opts: Options) -> Result<bool> {
         None
     };
     let so = snapshot.as_ref().map_or(built.clone(), |s| s.path.clone());
+    let worker_aa = if opts.mpms.contains(&MpmKind::WorkerAa) {
+        let s = ModuleSnapshot::stock_worker_copy()?;
+        machine.push_str(&format!(
+            "\n$ worker-aa module\n{STOCK_WORKER_SO} copied to {}, byte-identical (sha256 {})",
+            s.path.display(),
+            sh(&format!("sha256sum '{}' | cut -c1-16", s.path.display()))
+        ));
+        Some(s)
+    } else {
+        None
+    };
     let baseline = match &opts.baseline_so {
         Some(b) if opts.mpms.iter().any(|k| k.is_baseline()) => {
             let s = ModuleSnapshot::take(b, "mod_mpm_rworker-baseline.so")?;
@@ -217,11 +246,16 @@ fn run(opts: Options) -> Result<bool> {
         }
         _ => None,
     };
+    let modules = Modules {
+        rworker: so,
+        baseline: baseline.as_ref().map(|s| s.path.clone()),
+        worker_aa: worker_aa.as_ref().map(|s| s.path.clone()),
+    };
     if opts.memory {
-        return run_memory(&opts, &so, &machine);
+        return run_memory(&opts, &modules, &machine);
     }
     if opts.percon {
-        return run_percon(&opts, &so, &machine);
+        return run_percon(&opts, &modules, &machine);
     }
     let plan = Plan::new(opts);
     eprintln!(
@@ -233,9 +267,7 @@ fn run(opts: Options) -> Result<bool> {
         plan.opts.duration,
         mmss(plan.estimated_secs())
     );
-    let outcome = plan.run(&so, baseline.as_ref().map(|s| s.path.as_path()), |line| {
-        eprintln!("{line}")
-    })?;
+    let outcome = plan.run(&modules, |line| eprintln!("{line}"))?;
     let table = report::summarise(&outcome.samples);
     let md = report::markdown(&plan, &outcome, &machine);
     let out = &plan.opts.out;
@@ -270,7 +302,7 @@ fn run(opts: Options) -> Result<bool> {
 }
 
 /// `--percon`: the per-connection cost table instead of the matrix.
-fn run_percon(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
+fn run_percon(opts: &Options, modules: &Modules, machine: &str) -> Result<bool> {
     let passes = opts.reps as usize * opts.mpms.len() * opts.modes.len();
     eprintln!(
         "rworker-ab --percon: {} passes each: untraced ({} requests),{} under strace ({} requests); c={} ({} MPMs × {} modes × {} reps)",
@@ -283,7 +315,7 @@ fn run_percon(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
         opts.modes.len(),
         opts.reps
     );
-    let outcome = percon::run(opts, so, |line| eprintln!("{line}"))?;
+    let outcome = percon::run(opts, modules, |line| eprintln!("{line}"))?;
     let md = percon::markdown(opts, &outcome, machine);
     let s = percon::summarise(&outcome);
     write(&opts.out, "results.csv", &percon::results_csv(&outcome))?;
@@ -299,8 +331,8 @@ fn run_percon(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
 }
 
 /// `--memory`: resident memory per idle keep-alive connection instead of the matrix.
-fn run_memory(opts: &Options, so: &Path, machine: &str) -> Result<bool> {
-    let readings = memory::run(opts, so, |line| eprintln!("{line}"))?;
+fn run_memory(opts: &Options, modules: &Modules, machine: &str) -> Result<bool> {
+    let readings = memory::run(opts, modules, |line| eprintln!("{line}"))?;
     let md = memory::markdown(opts, &readings, machine);
     let md_path = write(&opts.out, "results.md", &md)?;
     println!("{md}");

@@ -13,7 +13,7 @@
 //! state and the poll set's entry are.
 
 use crate::error::{Error, Result};
-use crate::mpm::{rotated, MpmKind};
+use crate::mpm::{rotated, Modules, MpmKind};
 use crate::options::Options;
 use crate::plan::worker_limit;
 use crate::server::{http_get, payload_path, Server};
@@ -24,7 +24,6 @@ use rworker_testkit::wait::wait_until;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::Duration;
 
 /// One repetition's reading.
@@ -103,7 +102,7 @@ fn parked(port: u16) -> u64 {
 /// Runs every repetition.
 pub fn run(
     opts: &Options,
-    rworker_so: &Path,
+    modules: &Modules,
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<Reading>> {
     let n = opts.clients[0] as usize;
@@ -115,7 +114,8 @@ pub fn run(
             if shutdown::interrupted() {
                 return Err(Error("interrupted".into()));
             }
-            let (server, what) = Server::start_with(mpm, &[1], rworker_so, &overrides)?;
+            let so = modules.for_kind(mpm)?;
+            let (server, what) = Server::start_with(mpm, &[1], so, &overrides)?;
             progress(&format!(
                 "rep {}/{} {mpm}: started pid {} on port {}; verified {what}",
                 rep + 1,
@@ -134,8 +134,9 @@ pub fn run(
             }
             // Parked counts are published once a second; the status request's own
             // connection may add one. (The stock event MPM's `?auto` counts stayed 0 here,
-            // so only rworker's are checked.)
-            let must_park = mpm == MpmKind::RworkerPark;
+            // so only rworker's are checked; `rworker` takes the module's default mode, park
+            // now, and fails here if a build's default does not park.)
+            let must_park = mpm.is_rworker() && mpm.parks() != Some(false);
             let all_parked = !must_park
                 || wait_until(Duration::from_secs(10), || parked(server.port) >= n as u64);
             std::thread::sleep(Duration::from_secs(1));

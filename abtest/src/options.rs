@@ -111,8 +111,12 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --duration S         seconds of load per run (default 5)
   --warmup S           seconds of warm-up after each server start (default 2; quick 1)
   --reps N             repetitions, interleaved across MPMs (default 3)
-  --mpms LIST          worker,event,rworker-apr,rworker,rworker-park (the default) and
-                       rworker-listener (RWorkerAccept listener, on request)
+  --mpms LIST          worker,event,rworker-apr,rworker,rworker-thread (the default), and on
+                       request worker-aa (the stock worker from a byte-identical copy of
+                       its .so: with worker, the A/A pair that shows the run's noise),
+                       rworker-park (RWorkerKeepAlive park, explicitly: rworker is the
+                       module's default, park now), rworker-listener (RWorkerAccept
+                       listener), rworker-park-base (with --baseline-so)
   --max-workers N      MaxRequestWorkers N (a multiple of 25) in N/25 children of 25
                        threads, all started, for every MPM alike (default: 10 x 50)
   --debian-sizing      Debian's mpm_*.conf instead, for every MPM alike: StartServers 2,
@@ -144,7 +148,8 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
                        RWorker* keys), under perf stat (system calls by kind, futex wakes:
                        kernel counters, little overhead), under strace -f (every call name,
                        futex operations, failed calls).
-                       Defaults: --mpms worker,rworker --clients 4 --reps 5 --out bench/percon.
+                       Defaults: --mpms worker,rworker --clients 4 --reps 5 --out bench/percon
+                       (any kinds: e.g. --mpms worker,rworker-thread,rworker).
                        Writes results.md, results.csv (every count), summary.csv (medians).
   --requests N         --percon: requests of the perf and strace passes (default 5000)
   --cpu-requests N     --percon: requests of the untraced pass (CPU, ctx switches; default 20000)
@@ -428,6 +433,9 @@ mod tests {
     fn defaults_are_the_full_matrix() {
         let o = Options::parse(&[]).expect("defaults parse");
         assert_eq!(o.mpms.len(), 5);
+        // rworker parks by default: the other keep-alive mode is the fifth kind.
+        assert!(o.mpms.contains(&MpmKind::RworkerThread));
+        assert!(!o.mpms.contains(&MpmKind::RworkerPark));
         assert_eq!(o.sizes, vec![1, 4096, 102400]);
         assert_eq!(o.clients, vec![50, 100, 400]);
         assert_eq!(o.reps, 3);
@@ -468,6 +476,11 @@ mod tests {
             .expect("parse");
         assert_eq!(o.requests, 500);
         assert_eq!(o.mpms.len(), 3);
+        let o = Options::parse(&args(
+            "--percon --mpms worker,rworker-thread,rworker,worker-aa",
+        ))
+        .expect("percon takes the new kinds");
+        assert_eq!(o.mpms.len(), 4);
         for bad in [
             "--percon --clients 4,8",
             "--percon --clients 26",

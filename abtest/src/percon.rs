@@ -18,7 +18,7 @@
 
 use crate::client::{run_ab, AbResult};
 use crate::error::{Error, Result};
-use crate::mpm::MpmKind;
+use crate::mpm::{Modules, MpmKind};
 use crate::options::{ConnMode, Options};
 use crate::procstat::{self, sample_process, ProcessSample};
 use crate::report::Stat;
@@ -176,8 +176,9 @@ fn same_child(server: &Server, child: i32, threads: usize, what: &str) -> Result
     Ok(())
 }
 
-/// Runs `--percon`. `progress` gets one line per server start and per pass.
-pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) -> Result<Outcome> {
+/// Runs `--percon`. `modules` has the module copies the kinds load; `progress` gets one line
+/// per server start and per pass.
+pub fn run(opts: &Options, modules: &Modules, mut progress: impl FnMut(&str)) -> Result<Outcome> {
     let t0 = Instant::now();
     let mut out = Outcome::default();
     let ov = overrides();
@@ -187,7 +188,8 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
             if shutdown::interrupted() {
                 return Err(Error("interrupted".into()));
             }
-            let (mut server, what) = Server::start_with(mpm, &[SIZE], rworker_so, &ov)?;
+            let so = modules.for_kind(mpm)?;
+            let (mut server, what) = Server::start_with(mpm, &[SIZE], so, &ov)?;
             let child = only_child(server.parent)?;
             let line = format!(
                 "rep {}/{} {mpm}: started pid {} (one child, pid {child}) on port {} \
@@ -250,7 +252,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 };
                 let conns = Per::Conn.units(mode, &meas.ab);
                 let mut line = format!(
-                    "rep {}/{} {:<8} {m:<9} {} req in {:.2} s: {:.1} µs CPU/conn, \
+                    "rep {}/{} {:<14} {m:<9} {} req in {:.2} s: {:.1} µs CPU/conn, \
                      {:.2} vol + {:.2} invol ctx sw/conn",
                     rep + 1,
                     opts.reps,
@@ -283,7 +285,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                     same_child(&server, child, threads, "the perf pass")?;
                     let conns = Per::Conn.units(mode, &ab);
                     progress(&format!(
-                        "rep {}/{} {:<8} {m:<9} perf:   {:.1} syscalls/conn ({:.2} futex \
+                        "rep {}/{} {:<14} {m:<9} perf:   {:.1} syscalls/conn ({:.2} futex \
                          wakes) in {:.2} s",
                         rep + 1,
                         opts.reps,
@@ -327,7 +329,7 @@ pub fn run(opts: &Options, rworker_so: &Path, mut progress: impl FnMut(&str)) ->
                 same_child(&server, child, threads, "the strace pass")?;
                 let conns = Per::Conn.units(mode, &ab);
                 progress(&format!(
-                    "rep {}/{} {:<8} {m:<9} strace: {:.1} syscalls/conn ({:.1} futex, {:.2} of \
+                    "rep {}/{} {:<14} {m:<9} strace: {:.1} syscalls/conn ({:.1} futex, {:.2} of \
                      them wakes) in {:.2} s",
                     rep + 1,
                     opts.reps,

@@ -3,13 +3,12 @@
 
 use crate::client::{self, WrkResult};
 use crate::error::{Error, Result};
-use crate::mpm::MpmKind;
+use crate::mpm::{Modules, MpmKind};
 use crate::options::{ConnMode, Options};
 use crate::procstat::{self, TreeSample};
 use crate::server::{payload_path, Server};
 use crate::shutdown;
 use crate::status::{self, RworkerCounters};
-use std::path::Path;
 use std::time::Instant;
 
 /// One point of the load space: how connections are used, what file, how many clients.
@@ -178,13 +177,9 @@ impl Plan {
     /// Runs the matrix. `progress` gets one line per run and per server start. A server that
     /// does not start, is not the MPM it should be, or crashes aborts the matrix (`Err`);
     /// non-2xx responses and socket errors mark the run failed and the matrix goes on.
-    /// `baseline_so` is the module `rworker-park-base` loads.
-    pub fn run(
-        &self,
-        rworker_so: &Path,
-        baseline_so: Option<&Path>,
-        mut progress: impl FnMut(&str),
-    ) -> Result<Outcome> {
+    /// `modules` has the module copies the kinds load (rworker's, the baseline's,
+    /// worker-aa's).
+    pub fn run(&self, modules: &Modules, mut progress: impl FnMut(&str)) -> Result<Outcome> {
         let o = &self.opts;
         let t0 = Instant::now();
         let total = self.total_runs();
@@ -205,10 +200,7 @@ impl Plan {
                 if let Some(n) = o.max_connections_per_child {
                     overrides.push(("MaxConnectionsPerChild", n.to_string()));
                 }
-                let so = match (mpm.is_baseline(), baseline_so) {
-                    (true, Some(b)) => b,
-                    _ => rworker_so,
-                };
+                let so = modules.for_kind(mpm)?;
                 let (mut server, what) = Server::start_with(mpm, &o.sizes, so, &overrides)?;
                 let line = format!(
                     "rep {}/{} {mpm}: started pid {} on port {} (ServerRoot {}); verified {what}",
@@ -236,7 +228,7 @@ impl Plan {
                     let s = self.run_cell(&server, mpm, cell, rep + 1)?;
                     done += 1;
                     let mut line = format!(
-                        "[{done:>4}/{total} {} / ~{}] rep {}/{} {:<11} {:<26} {:>9.0} req/s  {:>7.1} µs CPU/req  p99 {:>8.0} µs",
+                        "[{done:>4}/{total} {} / ~{}] rep {}/{} {:<14} {:<26} {:>9.0} req/s  {:>7.1} µs CPU/req  p99 {:>8.0} µs",
                         mmss(t0.elapsed().as_secs_f64()),
                         mmss(estimate),
                         rep + 1,

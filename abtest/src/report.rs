@@ -166,7 +166,7 @@ pub fn paired_section(m: &mut String, samples: &[Sample], mpms: &[MpmKind]) {
         pairs.extend(
             MpmKind::ALL
                 .into_iter()
-                .filter(|k| !matches!(k, MpmKind::Worker | MpmKind::Event) && ran(k))
+                .filter(|k| k.is_rworker() && ran(k))
                 .map(|k| (k, MpmKind::Worker)),
         );
     }

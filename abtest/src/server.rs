@@ -37,6 +37,8 @@ pub struct Server {
     pub port: u16,
     /// The parent's pid, from the pidfile.
     pub parent: i32,
+    /// The module copy filled into the template (see [`Server::launch_with`]).
+    so: PathBuf,
     /// Its config, pidfile and error log: how it is started and stopped.
     httpd: Httpd,
     /// Bytes of the error log already checked by [`Server::check_log`].
@@ -63,12 +65,31 @@ fn make_root(kind: MpmKind) -> Result<PathBuf> {
     bail!("could not create a ServerRoot under {}", base.display())
 }
 
-/// Fills a template's placeholders.
+/// Fills a template's placeholders. `so` is the module copy the kind loads: rworker's
+/// (`@RWORKER_SO@`) or worker-aa's copy of the stock worker (`@WORKER_AA_SO@`); a template
+/// has at most one of the two.
 fn fill(template: &str, root: &Path, port: u16, so: &Path) -> String {
     template
         .replace("@ROOT@", &root.display().to_string())
         .replace("@PORT@", &port.to_string())
         .replace("@RWORKER_SO@", &so.display().to_string())
+        .replace("@WORKER_AA_SO@", &so.display().to_string())
+}
+
+/// Whether the `?auto` page has the async MPM's connection counts (`ConnsAsyncKeepAlive`):
+/// mod_status prints them only when the MPM answers `AP_MPMQ_IS_ASYNC` with 1, which rworker
+/// does in park mode and the stock worker never does.
+pub fn shows_async_counts(auto_body: &str) -> bool {
+    auto_body
+        .lines()
+        .any(|l| l.trim_start().starts_with("ConnsAsyncKeepAlive:"))
+}
+
+/// Whether `/proc/<pid>/maps` text maps `file`.
+pub fn maps_file(maps: &str, file: &Path) -> bool {
+    let want = file.display().to_string();
+    maps.lines()
+        .any(|l| l.split_whitespace().nth(5) == Some(want.as_str()))
 }
 
 /// Replaces the value of each top-level directive named in `overrides` (`("ThreadsPerChild",
@@ -138,7 +159,9 @@ pub fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
 impl Server {
     /// Writes a private ServerRoot for `kind` (config, payload files of `sizes` bytes) and
     /// starts it with `apache2 -k start`; waits until the pidfile's parent runs and the port
-    /// answers. Does not check what MPM it runs: see [`Server::verify`].
+    /// answers. Does not check what MPM it runs: see [`Server::verify`]. `rworker_so` is the
+    /// module copy the kind's template loads ([`crate::mpm::Modules::for_kind`]: rworker's,
+    /// the baseline's, or worker-aa's copy of the stock worker); the stock kinds ignore it.
     pub fn launch(kind: MpmKind, sizes: &[u64], rworker_so: &Path) -> Result<Server> {
         Server::launch_with(kind, sizes, rworker_so, &[])
     }
@@ -160,12 +183,16 @@ impl Server {
                 rworker_so.display()
             );
         }
+        if kind.loads_copy() && !rworker_so.is_file() {
+            bail!("{kind}: module copy {} not found", rworker_so.display());
+        }
         let root = make_root(kind)?;
         let mut server = Server {
             kind,
             root: root.clone(),
             port: 0,
             parent: 0,
+            so: rworker_so.to_path_buf(),
             httpd: Httpd::create_root(&root, &[]).map_err(|e| Error(e.to_string()))?,
             log_checked: 0,
             stopped: true,
@@ -242,8 +269,11 @@ impl Server {
     }
 
     /// Checks that the running server is `expect`: `server-status?auto` shows its
-    /// `ServerMPM`, and for rworker, the error log's AH00294 line names its queue kind.
-    /// Returns a one-line description of what was found.
+    /// `ServerMPM`, and the async connection counts exactly when the kind parks keep-alive
+    /// connections ([`MpmKind::parks`]; where the kind takes the module's default, which mode
+    /// ran is reported); the parent maps the kind's module file ([`MpmKind::module_file`]:
+    /// worker-aa its copy, worker Debian's); for rworker, the error log's AH00294 line names
+    /// its queue kind. Returns a one-line description of what was found.
     pub fn verify(&self, expect: MpmKind) -> Result<String> {
         let (status, body) = http_get(self.port, "/server-status?auto")?;
         if status != 200 {
@@ -265,6 +295,32 @@ impl Server {
             );
         }
         let mut what = format!("ServerMPM: {found}");
+        let parks = shows_async_counts(&body);
+        if let Some(want) = expect.parks() {
+            if want != parks {
+                bail!(
+                    "expected {expect} to {} keep-alive connections, but server-status?auto {} \
+                     (config {})",
+                    if want { "park" } else { "hold on a thread" },
+                    if parks {
+                        "has ConnsAsyncKeepAlive (an async MPM: it parks)"
+                    } else {
+                        "has no ConnsAsyncKeepAlive (not async: a thread holds them)"
+                    },
+                    self.httpd.conf.display()
+                );
+            }
+        }
+        let module = expect.module_file(&self.so);
+        let maps = fs::read_to_string(format!("/proc/{}/maps", self.parent)).unwrap_or_default();
+        if !maps_file(&maps, module) {
+            bail!(
+                "expected {expect} to load {} but httpd {} does not map it (config {})",
+                module.display(),
+                self.parent,
+                self.httpd.conf.display()
+            );
+        }
         if let Some(want) = expect.queue_log() {
             // The AH00294 line is written once the parent is up; give it a moment.
             let mut log = String::new();
@@ -282,6 +338,17 @@ impl Server {
                 bail!("expected {expect} (\"{want}\") but the error log says:\n{line}");
             }
             what.push_str(&format!(", error log: \"{want}\""));
+        }
+        // After the queue kind, so the lines read as before up to there.
+        if expect.is_rworker() {
+            what.push_str(if parks {
+                ", keep-alive: park (ConnsAsyncKeepAlive)"
+            } else {
+                ", keep-alive: thread (no ConnsAsyncKeepAlive)"
+            });
+        }
+        if expect == MpmKind::WorkerAa {
+            what.push_str(&format!(", maps {}", module.display()));
         }
         Ok(what)
     }
@@ -371,6 +438,29 @@ mod tests {
     }
 
     #[test]
+    fn async_counts_and_mapped_modules_are_recognised() {
+        let worker = "ServerMPM: worker\nBusyWorkers: 1\nIdleWorkers: 49\nScoreboard: _W\n";
+        let park = "ServerMPM: rworker\nConnsTotal: 3\nConnsAsyncWriting: 0\n\
+                    ConnsAsyncKeepAlive: 2\nConnsAsyncClosing: 0\nRWorkerParked: 2\n";
+        assert!(!shows_async_counts(worker));
+        assert!(shows_async_counts(park));
+        let maps = "7f00-7f01 r--p 00000000 08:01 123 /usr/lib/apache2/modules/mod_mpm_worker.so\n\
+                    7f02-7f03 r-xp 00001000 08:01 456 /tmp/rworker-ab-9-mod_mpm_worker-aa.so/mod_mpm_worker-aa.so\n\
+                    7f04-7f05 rw-p 00000000 00:00 0 \n";
+        assert!(maps_file(maps, Path::new(crate::mpm::STOCK_WORKER_SO)));
+        assert!(maps_file(
+            maps,
+            Path::new("/tmp/rworker-ab-9-mod_mpm_worker-aa.so/mod_mpm_worker-aa.so")
+        ));
+        // A prefix of a mapped path is not that path.
+        assert!(!maps_file(
+            maps,
+            Path::new("/usr/lib/apache2/modules/mod_mpm_worker")
+        ));
+        assert!(!maps_file(maps, Path::new(crate::mpm::STOCK_EVENT_SO)));
+    }
+
+    #[test]
     fn overrides_replace_exactly_one_top_level_line() {
         let o = |n: &'static str, v: &str| (n, v.to_string());
         let conf = override_directives(
@@ -413,13 +503,38 @@ mod tests {
                 "{k}"
             );
             let extra: Vec<&String> = l[1..l.len() - 1].iter().collect();
+            assert!(!l.iter().any(|x| x.contains('@')), "{k}: unfilled: {l:?}");
+            if k.loads_copy() {
+                assert!(l[0].ends_with(" /x/libmod_mpm_rworker.so"), "{k}: {}", l[0]);
+            } else {
+                assert!(
+                    l[0].ends_with(&format!(" {}", k.module_file(so).display())),
+                    "{k}"
+                );
+            }
             match k {
-                MpmKind::RworkerApr => assert_eq!(extra, vec!["RWorkerQueue apr"]),
+                MpmKind::RworkerApr => {
+                    assert_eq!(extra, vec!["RWorkerKeepAlive thread", "RWorkerQueue apr"])
+                }
+                MpmKind::RworkerThread => assert_eq!(extra, vec!["RWorkerKeepAlive thread"]),
                 MpmKind::RworkerPark | MpmKind::RworkerParkBase => {
                     assert_eq!(extra, vec!["RWorkerKeepAlive park"])
                 }
-                MpmKind::RworkerListener => assert_eq!(extra, vec!["RWorkerAccept listener"]),
+                MpmKind::RworkerListener => {
+                    assert_eq!(
+                        extra,
+                        vec!["RWorkerKeepAlive thread", "RWorkerAccept listener"]
+                    )
+                }
                 _ => assert!(extra.is_empty(), "{k}: {extra:?}"),
+            }
+            // What the start-up check expects of the keep-alive mode follows the template.
+            let mode = extra
+                .iter()
+                .find_map(|e| e.strip_prefix("RWorkerKeepAlive "))
+                .map(|m| m == "park");
+            if k.is_rworker() {
+                assert_eq!(k.parks(), mode, "{k}");
             }
         }
         let common = fill(COMMON_TEMPLATE, Path::new("/r"), 1, so);

@@ -306,11 +306,17 @@ fn wrong_mpm_queue_kind_and_crash_lines_fail_loudly() {
         .verify(MpmKind::Rworker)
         .expect_err("worker passed as rworker");
     assert!(e.0.contains("ServerMPM: worker"), "{e}");
+    // ... and as worker-aa, which must map its copy of the module, not Debian's file.
+    let e = worker
+        .verify(MpmKind::WorkerAa)
+        .expect_err("worker passed as worker-aa");
+    assert!(e.0.contains("does not map it"), "{e}");
     worker.verify(MpmKind::Worker).expect("worker is worker");
     worker.stop().expect("clean stop");
 
-    // rworker with its atomic queue presented as rworker-apr; then a crash line in its log.
-    let mut rw = Server::launch(MpmKind::Rworker, &[1], &so).expect("start rworker");
+    // rworker with its atomic queue (and RWorkerKeepAlive thread, as rworker-apr) presented
+    // as rworker-apr; as rworker-park; then a crash line in its log.
+    let mut rw = Server::launch(MpmKind::RworkerThread, &[1], &so).expect("start rworker");
     let e = rw
         .verify(MpmKind::RworkerApr)
         .expect_err("atomic passed as apr");
@@ -318,7 +324,14 @@ fn wrong_mpm_queue_kind_and_crash_lines_fail_loudly() {
         e.0.contains("Apr queue") && e.0.contains("Atomic queue"),
         "{e}"
     );
-    rw.verify(MpmKind::Rworker).expect("rworker is rworker");
+    let e = rw
+        .verify(MpmKind::RworkerPark)
+        .expect_err("thread passed as park");
+    assert!(e.0.contains("to park keep-alive connections"), "{e}");
+    let what = rw
+        .verify(MpmKind::RworkerThread)
+        .expect("rworker-thread is rworker-thread");
+    assert!(what.contains("keep-alive: thread"), "{what}");
     assert!(rw.check_log().is_ok());
     let mut log = fs::OpenOptions::new()
         .append(true)
