@@ -7,9 +7,9 @@
 
 use rworker_ab::autogroup::Autogroup;
 use rworker_ab::error::Context;
-use rworker_ab::mpm::{Modules, MpmKind, STOCK_WORKER_SO};
-use rworker_ab::options::Options;
-use rworker_ab::plan::{mmss, Plan};
+use rworker_ab::mpm::{Modules, MpmKind, Pair, STOCK_WORKER_SO};
+use rworker_ab::options::{pairs_in_command, Options};
+use rworker_ab::plan::{mmss, Plan, Sample};
 use rworker_ab::{chart, memory, percon, report, server, shutdown, Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -127,9 +127,17 @@ fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
-/// `--replot DIR`: chart.svg and summary.csv again from DIR/results.csv, with the command
-/// line from DIR/results.md in the chart's title.
-fn replot(dir: &Path) -> Result<()> {
+/// paired.md: the paired sections on their own.
+fn paired_md(source: &Path, samples: &[Sample], mpms: &[MpmKind], pairs: &[Pair]) -> String {
+    let mut paired = format!("# Paired ratios, from {}\n\n", source.display());
+    report::paired_section(&mut paired, samples, mpms, pairs);
+    paired
+}
+
+/// `--replot DIR`: chart.svg, summary.csv, paired.md and paired.csv again from
+/// DIR/results.csv, with the command line from DIR/results.md in the chart's title. The
+/// paired tables are those of the `--pair` options of that command line and of this one.
+fn replot(dir: &Path, extra_pairs: &[Pair]) -> Result<()> {
     let csv = dir.join("results.csv");
     let text = std::fs::read_to_string(&csv).context(|| format!("read {}", csv.display()))?;
     let samples = report::samples_from_csv(&text)?;
@@ -154,9 +162,18 @@ fn replot(dir: &Path) -> Result<()> {
         .into_iter()
         .filter(|k| samples.iter().any(|s| s.mpm == *k))
         .collect();
-    let mut paired = format!("# Paired ratios, from {}\n\n", csv.display());
-    report::paired_section(&mut paired, &samples, &mpms);
-    write(dir, "paired.md", &paired)?;
+    let mut pairs = pairs_in_command(command);
+    for p in extra_pairs {
+        if !pairs.contains(p) {
+            pairs.push(*p);
+        }
+    }
+    write(dir, "paired.md", &paired_md(&csv, &samples, &mpms, &pairs))?;
+    write(
+        dir,
+        "paired.csv",
+        &report::paired_csv(&samples, &mpms, &pairs),
+    )?;
     let p = write(dir, "chart.svg", &chart::svg(&table, &title))?;
     eprintln!(
         "rworker-ab: redrew {} from {} runs",
@@ -168,7 +185,7 @@ fn replot(dir: &Path) -> Result<()> {
 
 fn run(opts: Options) -> Result<bool> {
     if let Some(dir) = &opts.replot {
-        replot(dir)?;
+        replot(dir, &opts.pairs)?;
         return Ok(true);
     }
     for tool in [server::APACHE2] {
@@ -281,10 +298,23 @@ fn run(opts: Options) -> Result<bool> {
     write(out, "results.csv", &report::samples_csv(&outcome.samples))?;
     write(out, "summary.csv", &report::summary_csv(&table))?;
     write(out, "chart.svg", &chart::svg(&table, &title))?;
+    let o = &plan.opts;
+    let csv = out.join("results.csv");
+    write(
+        out,
+        "paired.md",
+        &paired_md(&csv, &outcome.samples, &o.mpms, &o.pairs),
+    )?;
+    write(
+        out,
+        "paired.csv",
+        &report::paired_csv(&outcome.samples, &o.mpms, &o.pairs),
+    )?;
     let md_path = write(out, "results.md", &md)?;
     println!("{md}");
     eprintln!(
-        "rworker-ab: done in {}; wrote {} and results.csv, summary.csv, chart.svg next to it",
+        "rworker-ab: done in {}; wrote {} and results.csv, summary.csv, paired.md, paired.csv, \
+         chart.svg next to it",
         mmss(outcome.elapsed_s),
         md_path.display()
     );

@@ -204,6 +204,26 @@ impl FromStr for MpmKind {
     }
 }
 
+/// Two kinds compared run by run (`--pair A/B`): ratios `A / B`.
+pub type Pair = (MpmKind, MpmKind);
+
+/// Parses `A/B` (two kinds, not the same one).
+pub fn parse_pair(s: &str) -> Result<Pair> {
+    let Some((a, b)) = s.split_once('/') else {
+        return Err(Error(format!(
+            "pair {s:?}: expected A/B, two MPM kinds (e.g. rworker/rworker-thread)"
+        )));
+    };
+    let (a, b): (MpmKind, MpmKind) = (a.parse()?, b.parse()?);
+    if a == b {
+        return Err(Error(format!("pair {s:?}: {a} against itself")));
+    }
+    Ok((a, b))
+}
+
+/// The A/A pair: the stock worker from its copy against itself.
+pub const AA_PAIR: Pair = (MpmKind::WorkerAa, MpmKind::Worker);
+
 /// The module files a run's servers load from private copies, per kind.
 #[derive(Clone, Debug, Default)]
 pub struct Modules {
@@ -277,6 +297,24 @@ mod tests {
         let copy = Path::new("/tmp/x/mod_mpm_worker-aa.so");
         assert_eq!(WorkerAa.module_file(copy), copy);
         assert_eq!(Worker.module_file(copy), Path::new(STOCK_WORKER_SO));
+    }
+
+    #[test]
+    fn pairs_parse() {
+        assert_eq!(
+            parse_pair("rworker/rworker-thread").expect("pair"),
+            (MpmKind::Rworker, MpmKind::RworkerThread)
+        );
+        assert_eq!(parse_pair(" worker-aa / worker ").expect("pair"), AA_PAIR);
+        for bad in [
+            "rworker",
+            "rworker/",
+            "rworker/prefork",
+            "worker/worker",
+            "a/b/c",
+        ] {
+            assert!(parse_pair(bad).is_err(), "{bad} was accepted");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::bail;
 use crate::error::{Error, Result};
-use crate::mpm::MpmKind;
+use crate::mpm::{parse_pair, MpmKind, Pair};
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -47,6 +47,11 @@ pub struct Options {
     pub sizes: Vec<u64>,
     /// Concurrent client connections.
     pub clients: Vec<u32>,
+    /// `--keepalive-clients LIST` / `--close-clients LIST`: the client counts of one mode
+    /// instead of `clients` (see [`Options::clients_for`]).
+    pub mode_clients: Vec<(ConnMode, Vec<u32>)>,
+    /// `--pair A/B` (repeatable): extra paired-ratio tables, `A / B` per repetition.
+    pub pairs: Vec<Pair>,
     /// Connection modes.
     pub modes: Vec<ConnMode>,
     /// Seconds of load per run (one cell, one repetition, one MPM).
@@ -105,7 +110,8 @@ pub const USAGE: &str = "\
 usage: cargo run --release -p rworker-ab -- [options]
 
 Runs the same site, config and load against each MPM in turn and prints the comparison.
-Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg to --out.
+Writes results.md, results.csv (every run), summary.csv (medians), paired.md and
+paired.csv (per-repetition ratios) and chart.svg to --out.
 
   --quick              small set (<5 min): --duration 2 --reps 2 --sizes 1,102400 --clients 50,100
   --duration S         seconds of load per run (default 5)
@@ -128,6 +134,13 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --sizes LIST         payload sizes in bytes (default 1,4096,102400)
   --clients LIST       concurrent connections (default 50,100,400)
   --modes LIST         keepalive,close (default both)
+  --keepalive-clients LIST, --close-clients LIST
+                       that mode's client counts instead of --clients (e.g. keep-alive at
+                       50,100,400 and close at 100,400 in one interleaved run)
+  --pair A/B           (repeatable) a table of the per-repetition ratios A/B (req/s, CPU
+                       µs/request: median and min-max) for two kinds of --mpms, judged
+                       against the A/A pair (worker-aa/worker) when both ran. Every rworker
+                       kind against worker and worker-aa/worker come without asking
   --threads N          wrk threads (default: number of CPUs)
   --out DIR            output directory (default bench/ab)
   --no-build           do not run cargo build --release -p rworker first
@@ -139,7 +152,9 @@ Writes results.md, results.csv (every run), summary.csv (medians) and chart.svg 
   --rworker-so PATH    rworker module (default target/release/libmod_mpm_rworker.so)
   --baseline-so PATH   another build of it, run as rworker-park-base (before/after)
   --path URLPATH       request URLPATH instead of the payload file (harness self-check)
-  --replot DIR         only redraw DIR/chart.svg, DIR/summary.csv and DIR/paired.md from DIR/results.csv
+  --replot DIR         only redraw DIR/chart.svg, DIR/summary.csv, DIR/paired.md and
+                       DIR/paired.csv from DIR/results.csv (with the --pair options of
+                       DIR/results.md's command line and of this one)
 
   --percon             instead of the matrix: what one connection and one request cost each
                        MPM. One child (StartServers 1, ServerLimit 1, ThreadsPerChild 25)
@@ -213,6 +228,8 @@ impl Options {
             } else {
                 vec![1, 4096, 102400]
             },
+            mode_clients: Vec::new(),
+            pairs: Vec::new(),
             clients: if percon {
                 vec![4]
             } else if memory {
@@ -286,6 +303,23 @@ impl Options {
                 "--sizes" => o.sizes = list(flag, &value()?)?,
                 "--clients" => o.clients = list(flag, &value()?)?,
                 "--modes" => o.modes = list(flag, &value()?)?,
+                "--keepalive-clients" | "--close-clients" => {
+                    let mode = if flag == "--close-clients" {
+                        ConnMode::Close
+                    } else {
+                        ConnMode::KeepAlive
+                    };
+                    let v = list(flag, &value()?)?;
+                    o.mode_clients.retain(|(m, _)| *m != mode);
+                    o.mode_clients.push((mode, v));
+                }
+                "--pair" => {
+                    let v = value()?;
+                    let p = parse_pair(&v).map_err(|e| Error(format!("--pair: {e}")))?;
+                    if !o.pairs.contains(&p) {
+                        o.pairs.push(p);
+                    }
+                }
                 "--max-workers" => {
                     let n: u32 = value()?
                         .parse()
@@ -355,6 +389,29 @@ impl Options {
         if let Some(&c) = self.clients.iter().find(|&&c| c == 0 || c > 10000) {
             bail!("--clients {c}: must be between 1 and 10000");
         }
+        for (mode, clients) in &mut self.mode_clients {
+            let flag = format!("--{}-clients", mode.label());
+            if let Some(&c) = clients.iter().find(|&&c| c == 0 || c > 10000) {
+                bail!("{flag} {c}: must be between 1 and 10000");
+            }
+            if !self.modes.contains(mode) {
+                bail!("{flag}: {} is not in --modes", mode.label());
+            }
+            if self.percon || self.memory {
+                bail!("{flag} goes with the matrix, not --percon or --memory");
+            }
+            clients.dedup();
+        }
+        if !self.pairs.is_empty() && (self.percon || self.memory) {
+            bail!("--pair goes with the matrix (and --replot), not --percon or --memory");
+        }
+        if self.replot.is_none() {
+            for &(a, b) in &self.pairs {
+                if let Some(k) = [a, b].into_iter().find(|k| !self.mpms.contains(k)) {
+                    bail!("--pair {a}/{b}: {k} is not in --mpms");
+                }
+            }
+        }
         if let Some(&s) = self.sizes.iter().find(|&&s| s == 0 || s > 1 << 30) {
             bail!("--sizes {s}: must be between 1 byte and 1 GiB");
         }
@@ -398,6 +455,35 @@ impl Options {
         self.modes.dedup();
         Ok(())
     }
+
+    /// The client counts of `mode`: its `--keepalive-clients` / `--close-clients` if given,
+    /// else `--clients`.
+    pub fn clients_for(&self, mode: ConnMode) -> &[u32] {
+        self.mode_clients
+            .iter()
+            .find(|(m, _)| *m == mode)
+            .map_or(&self.clients[..], |(_, v)| &v[..])
+    }
+}
+
+/// The `--pair` values of a command line as a report prints it (`results.md`'s
+/// `cargo run ...` line), for `--replot`: values that do not parse are left out.
+pub fn pairs_in_command(command: &str) -> Vec<Pair> {
+    let mut out = Vec::new();
+    let mut words = command.split_whitespace();
+    while let Some(w) = words.next() {
+        let value = match w.strip_prefix("--pair=") {
+            Some(v) => Some(v),
+            None if w == "--pair" => words.next(),
+            None => None,
+        };
+        if let Some(p) = value.and_then(|v| parse_pair(v).ok()) {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -436,6 +522,7 @@ mod tests {
         // rworker parks by default: the other keep-alive mode is the fifth kind.
         assert!(o.mpms.contains(&MpmKind::RworkerThread));
         assert!(!o.mpms.contains(&MpmKind::RworkerPark));
+        assert!(o.pairs.is_empty() && o.mode_clients.is_empty());
         assert_eq!(o.sizes, vec![1, 4096, 102400]);
         assert_eq!(o.clients, vec![50, 100, 400]);
         assert_eq!(o.reps, 3);
@@ -476,17 +563,91 @@ mod tests {
             .expect("parse");
         assert_eq!(o.requests, 500);
         assert_eq!(o.mpms.len(), 3);
-        let o = Options::parse(&args(
-            "--percon --mpms worker,rworker-thread,rworker,worker-aa",
-        ))
-        .expect("percon takes the new kinds");
-        assert_eq!(o.mpms.len(), 4);
         for bad in [
             "--percon --clients 4,8",
             "--percon --clients 26",
             "--percon --requests 10",
             "--percon --cpu-requests 0",
             "--percon --quick",
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn pairs_and_new_kinds() {
+        let o = Options::parse(&args(
+            "--mpms worker,worker-aa,event,rworker,rworker-thread --pair rworker/rworker-thread \
+             --pair worker-aa/worker --pair rworker/rworker-thread",
+        ))
+        .expect("parse");
+        assert_eq!(o.mpms[1], MpmKind::WorkerAa);
+        assert_eq!(o.mpms[4], MpmKind::RworkerThread);
+        assert_eq!(
+            o.pairs,
+            vec![
+                (MpmKind::Rworker, MpmKind::RworkerThread),
+                (MpmKind::WorkerAa, MpmKind::Worker)
+            ]
+        );
+        for bad in [
+            // Both kinds must run.
+            "--mpms worker,rworker --pair rworker/rworker-thread",
+            "--pair rworker/rworker",
+            "--pair rworker",
+            "--pair rworker/prefork",
+            "--percon --pair rworker/worker",
+            "--memory --pair event/rworker-park",
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");
+        }
+        // --replot reads results that ran whatever they ran.
+        let o = Options::parse(&args(
+            "--replot /tmp/x --pair rworker/rworker-thread --mpms worker",
+        ))
+        .expect("parse");
+        assert_eq!(o.pairs.len(), 1);
+        let o = Options::parse(&args(
+            "--percon --mpms worker,rworker-thread,rworker,worker-aa",
+        ))
+        .expect("percon takes the new kinds");
+        assert_eq!(o.mpms.len(), 4);
+    }
+
+    #[test]
+    fn pairs_come_back_from_a_reports_command_line() {
+        let cmd = "cargo run --release -p rworker-ab -- --no-build --pair rworker/rworker-thread \
+                   --mpms worker,worker-aa --pair=worker-aa/worker --pair bogus --pair \
+                   rworker/rworker-thread";
+        assert_eq!(
+            pairs_in_command(cmd),
+            vec![
+                (MpmKind::Rworker, MpmKind::RworkerThread),
+                (MpmKind::WorkerAa, MpmKind::Worker)
+            ]
+        );
+        assert!(pairs_in_command("cargo run --release -p rworker-ab -- --reps 5").is_empty());
+    }
+
+    #[test]
+    fn clients_per_mode() {
+        let o = Options::parse(&args(
+            "--clients 50 --keepalive-clients 50,100,400 --close-clients 100,400",
+        ))
+        .expect("parse");
+        assert_eq!(o.clients_for(ConnMode::KeepAlive), &[50, 100, 400]);
+        assert_eq!(o.clients_for(ConnMode::Close), &[100, 400]);
+        let o = Options::parse(&args("--clients 10,20 --close-clients 30")).expect("parse");
+        assert_eq!(o.clients_for(ConnMode::KeepAlive), &[10, 20]);
+        assert_eq!(o.clients_for(ConnMode::Close), &[30]);
+        // The last one of a mode wins.
+        let o = Options::parse(&args("--close-clients 30 --close-clients 40")).expect("parse");
+        assert_eq!(o.clients_for(ConnMode::Close), &[40]);
+        for bad in [
+            "--close-clients 0",
+            "--close-clients x",
+            "--modes keepalive --close-clients 100",
+            "--percon --close-clients 4",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");
         }

@@ -139,12 +139,12 @@ pub fn mmss(secs: f64) -> String {
 }
 
 impl Plan {
-    /// The cells: every mode × size × clients.
+    /// The cells: every mode × size × that mode's clients ([`Options::clients_for`]).
     pub fn new(opts: Options) -> Plan {
         let mut cells = Vec::new();
         for &mode in &opts.modes {
             for &size in &opts.sizes {
-                for &clients in &opts.clients {
+                for &clients in opts.clients_for(mode) {
                     cells.push(Cell {
                         mode,
                         size,
@@ -186,7 +186,7 @@ impl Plan {
         let estimate = self.estimated_secs();
         let mut out = Outcome::default();
         let mut done = 0usize;
-        let largest_clients = o.clients.iter().copied().max().unwrap_or(50);
+        let largest_clients = self.cells.iter().map(|c| c.clients).max().unwrap_or(50);
         for rep in 0..o.reps {
             for mpm in self.order(rep) {
                 if shutdown::interrupted() {
@@ -366,4 +366,39 @@ pub fn worker_limit(n: u32) -> Vec<(&'static str, String)> {
         ("MinSpareThreads", "25".into()),
         ("MaxSpareThreads", n.to_string()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn cells_take_each_modes_own_clients() {
+        let o = Options::parse(&args(
+            "--sizes 1 --modes keepalive,close --keepalive-clients 50,100,400 \
+             --close-clients 100,400 --mpms worker,worker-aa,event,rworker,rworker-thread \
+             --reps 5",
+        ))
+        .expect("parse");
+        let plan = Plan::new(o);
+        let cells: Vec<String> = plan.cells.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            cells,
+            [
+                "keepalive 1 B c=50",
+                "keepalive 1 B c=100",
+                "keepalive 1 B c=400",
+                "close 1 B c=100",
+                "close 1 B c=400"
+            ]
+        );
+        assert_eq!(plan.total_runs(), 5 * 5 * 5);
+        // Without per-mode lists: the full product, as before.
+        let plan = Plan::new(Options::parse(&args("--sizes 1 --clients 50,100")).expect("parse"));
+        assert_eq!(plan.cells.len(), 4);
+    }
 }

@@ -1,7 +1,9 @@
 //! From samples to what a person reads: medians and ranges per cell and MPM, the
-//! rworker / stock-worker and rworker / rworker-apr ratios, a Markdown table and CSVs.
+//! rworker / stock-worker and rworker / rworker-apr ratios, per-repetition paired ratios (every
+//! rworker kind against the worker, the A/A pair worker-aa / worker that shows the run's
+//! noise, and any `--pair A/B`), a Markdown table and CSVs.
 
-use crate::mpm::MpmKind;
+use crate::mpm::{MpmKind, Pair, AA_PAIR};
 use crate::plan::{Cell, Outcome, Plan, Sample};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -134,6 +136,20 @@ pub fn paired(
     b: MpmKind,
     metric: fn(&Sample) -> f64,
 ) -> BTreeMap<Cell, Stat> {
+    paired_ratios(samples, a, b, metric)
+        .into_iter()
+        .filter_map(|(cell, v)| Some((cell, Stat::of(v)?)))
+        .collect()
+}
+
+/// The per-repetition ratios `a / b` that [`paired`] summarises, per cell, in repetition
+/// order.
+pub fn paired_ratios(
+    samples: &[Sample],
+    a: MpmKind,
+    b: MpmKind,
+    metric: fn(&Sample) -> f64,
+) -> BTreeMap<Cell, Vec<f64>> {
     let mut runs: BTreeMap<(Cell, u32), (Option<f64>, Option<f64>)> = BTreeMap::new();
     for s in samples {
         let e = runs.entry((s.cell, s.rep)).or_default();
@@ -152,16 +168,18 @@ pub fn paired(
         }
     }
     ratios
-        .into_iter()
-        .filter_map(|(cell, v)| Some((cell, Stat::of(v)?)))
-        .collect()
 }
 
-/// The paired-ratio table of every rworker variant in the run against the stock worker,
-/// and of rworker-park against its baseline build when both ran.
-pub fn paired_section(m: &mut String, samples: &[Sample], mpms: &[MpmKind]) {
+/// req/s of a run, for [`paired`].
+const RPS: fn(&Sample) -> f64 = |s| s.wrk.rps;
+/// httpd CPU µs per request of a run, for [`paired`].
+const CPU: fn(&Sample) -> f64 = Sample::cpu_us_per_req;
+
+/// The pairs of the first paired table: every rworker kind in the run against the stock
+/// worker, and rworker-park against its baseline build when both ran.
+pub fn rworker_pairs(mpms: &[MpmKind]) -> Vec<Pair> {
     let ran = |k: &MpmKind| mpms.contains(k);
-    let mut pairs: Vec<(MpmKind, MpmKind)> = Vec::new();
+    let mut pairs: Vec<Pair> = Vec::new();
     if ran(&MpmKind::Worker) {
         pairs.extend(
             MpmKind::ALL
@@ -173,6 +191,218 @@ pub fn paired_section(m: &mut String, samples: &[Sample], mpms: &[MpmKind]) {
     if ran(&MpmKind::RworkerPark) && ran(&MpmKind::RworkerParkBase) {
         pairs.push((MpmKind::RworkerPark, MpmKind::RworkerParkBase));
     }
+    pairs
+}
+
+/// Every pair the paired section shows, in its order: [`rworker_pairs`], the A/A pair when
+/// worker-aa and worker both ran, then the `--pair` ones not shown already (only those whose
+/// two kinds ran).
+pub fn shown_pairs(mpms: &[MpmKind], extra: &[Pair]) -> Vec<Pair> {
+    let mut pairs = rworker_pairs(mpms);
+    if mpms.contains(&AA_PAIR.0) && mpms.contains(&AA_PAIR.1) {
+        pairs.push(AA_PAIR);
+    }
+    for &(a, b) in extra {
+        if mpms.contains(&a) && mpms.contains(&b) && !pairs.contains(&(a, b)) {
+            pairs.push((a, b));
+        }
+    }
+    pairs
+}
+
+/// The A/A pair's paired stats per cell: req/s, CPU µs per request.
+type Noise = (BTreeMap<Cell, Stat>, BTreeMap<Cell, Stat>);
+
+/// The A/A noise band of one stat of worker-aa / worker ratios: the largest deviation from
+/// 1 of any single repetition's ratio, as a log ratio (so that `A/B` and `B/A` are judged
+/// alike).
+pub fn noise_band(aa: &Stat) -> f64 {
+    aa.min.ln().abs().max(aa.max.ln().abs())
+}
+
+/// Whether a paired median ratio lies beyond the A/A band of its cell (`None` without one).
+pub fn beyond_noise(ratio: &Stat, aa: Option<&Stat>) -> Option<bool> {
+    let band = noise_band(aa?);
+    (band.is_finite() && ratio.median > 0.0).then(|| ratio.median.ln().abs() > band)
+}
+
+/// `1.02x (0.97–1.05)`, the median in bold when `bold`.
+fn ratio_range(s: &Stat, bold: bool) -> String {
+    let med = format!("{:.2}x", s.median);
+    let med = if bold { format!("**{med}**") } else { med };
+    format!("{med} ({:.2}–{:.2})", s.min, s.max)
+}
+
+/// `±4.2%`: an A/A band as a percentage.
+fn band_pct(aa: &Stat) -> String {
+    let b = noise_band(aa);
+    if b.is_finite() {
+        format!("±{:.1}%", (b.exp() - 1.0) * 100.0)
+    } else {
+        "–".into()
+    }
+}
+
+/// The paired sections: the table of every rworker kind against the stock worker (and
+/// rworker-park against its baseline build), the A/A table when worker-aa ran with worker,
+/// and one table per `extra` pair (`--pair A/B`), judged against the A/A band.
+pub fn paired_section(m: &mut String, samples: &[Sample], mpms: &[MpmKind], extra: &[Pair]) {
+    rworker_paired_table(m, samples, mpms);
+    let aa = mpms.contains(&AA_PAIR.0) && mpms.contains(&AA_PAIR.1);
+    if aa {
+        aa_table(m, samples);
+    }
+    let noise = aa.then(|| {
+        (
+            paired(samples, AA_PAIR.0, AA_PAIR.1, RPS),
+            paired(samples, AA_PAIR.0, AA_PAIR.1, CPU),
+        )
+    });
+    for &(a, b) in extra {
+        if let Some(k) = [a, b].into_iter().find(|k| !mpms.contains(k)) {
+            let _ = writeln!(m, "## Paired: {a} / {b}\n\n{k} did not run: no table.\n");
+        } else if (a, b) != AA_PAIR {
+            // (The A/A pair has its table above.)
+            pair_table(m, samples, (a, b), noise.as_ref());
+        }
+    }
+}
+
+/// The A/A table: worker-aa / worker per cell, and the extremes over every cell.
+fn aa_table(m: &mut String, samples: &[Sample]) {
+    let (a, b) = AA_PAIR;
+    let rps = paired(samples, a, b, RPS);
+    let cpu = paired(samples, a, b, CPU);
+    let _ = writeln!(m, "## A/A: {a} / {b}, this run's noise\n");
+    let _ = writeln!(
+        m,
+        "worker-aa is the stock worker loaded from a byte-identical copy of \
+         `mod_mpm_worker.so` under another file name, so whatever separates the two is noise: \
+         the interleaving, the host's other jobs, where the module and the children landed. \
+         Per-repetition ratios, median (min–max); a difference between two other MPMs in a \
+         cell means something only beyond this pair's spread in that cell.\n"
+    );
+    let _ = writeln!(
+        m,
+        "| cell | {a}/{b} req/s | {a}/{b} CPU/req | A/A band req/s | A/A band CPU/req |"
+    );
+    let _ = writeln!(m, "|---|---:|---:|---:|---:|");
+    let cells: std::collections::BTreeSet<Cell> = samples.iter().map(|s| s.cell).collect();
+    for cell in &cells {
+        let (r, c) = (rps.get(cell), cpu.get(cell));
+        let text = |s: Option<&Stat>| s.map_or("–".into(), |s| ratio_range(s, false));
+        let band = |s: Option<&Stat>| s.map_or("–".into(), band_pct);
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {} | {} |",
+            cell_label(cell),
+            text(r),
+            text(c),
+            band(r),
+            band(c)
+        );
+    }
+    let over = |t: &BTreeMap<Cell, Stat>| {
+        let lo = t.values().map(|s| s.min).fold(f64::INFINITY, f64::min);
+        let hi = t.values().map(|s| s.max).fold(f64::NEG_INFINITY, f64::max);
+        let mlo = t.values().map(|s| s.median).fold(f64::INFINITY, f64::min);
+        let mhi = t
+            .values()
+            .map(|s| s.median)
+            .fold(f64::NEG_INFINITY, f64::max);
+        format!("single repetitions {lo:.2}–{hi:.2}x, cell medians {mlo:.2}–{mhi:.2}x")
+    };
+    if !rps.is_empty() {
+        let _ = writeln!(
+            m,
+            "\nOver every cell: req/s {}; CPU/req {}. A/A band = the largest deviation from \
+             1.00x of any single repetition's ratio in the cell, either way.\n",
+            over(&rps),
+            over(&cpu)
+        );
+    } else {
+        m.push('\n');
+    }
+}
+
+/// One `--pair A/B` table, judged against the A/A band of each cell when `noise` (the A/A
+/// pair's req/s and CPU stats) is there.
+fn pair_table(m: &mut String, samples: &[Sample], (a, b): Pair, noise: Option<&Noise>) {
+    let rps = paired(samples, a, b, RPS);
+    let cpu = paired(samples, a, b, CPU);
+    let _ = writeln!(m, "## Paired: {a} / {b}\n");
+    let judged = match noise {
+        Some(_) => {
+            "**bold** = the median lies beyond the A/A band of that cell (the largest \
+                    single-repetition deviation of worker-aa / worker from 1.00x, either way): \
+                    a difference larger than this run's noise."
+        }
+        None => {
+            "worker-aa and worker did not both run, so there is no A/A band to judge \
+                 these against (add worker-aa to --mpms)."
+        }
+    };
+    let _ = writeln!(
+        m,
+        "Per-repetition ratios {a} / {b}: median (min–max) over the repetitions in which both \
+         ran. {judged}\n"
+    );
+    let _ = writeln!(
+        m,
+        "| cell | {a}/{b} req/s | A/A band req/s | {a}/{b} CPU/req | A/A band CPU/req |"
+    );
+    let _ = writeln!(m, "|---|---:|---:|---:|---:|");
+    let cells: std::collections::BTreeSet<Cell> = samples.iter().map(|s| s.cell).collect();
+    let mut beyond: [Vec<String>; 2] = Default::default();
+    let mut judged_cells = [0usize; 2];
+    for cell in &cells {
+        let mut row = format!("| {} |", cell_label(cell));
+        for (i, t) in [&rps, &cpu].into_iter().enumerate() {
+            let aa = noise.and_then(|n| [&n.0, &n.1][i].get(cell));
+            let text = match t.get(cell) {
+                Some(s) => {
+                    let out = beyond_noise(s, aa);
+                    if out.is_some() {
+                        judged_cells[i] += 1;
+                    }
+                    if out == Some(true) {
+                        beyond[i].push(format!("{} {:.2}x", cell_label(cell), s.median));
+                    }
+                    ratio_range(s, out == Some(true))
+                }
+                None => "–".into(),
+            };
+            let _ = write!(row, " {text} | {} |", aa.map_or("–".into(), band_pct));
+        }
+        let _ = writeln!(m, "{row}");
+    }
+    if noise.is_some() {
+        let say = |i: usize, what: &str| {
+            if beyond[i].is_empty() {
+                format!("{what} within it in all {} cells", judged_cells[i])
+            } else {
+                format!(
+                    "{what} in {} of {} cells ({})",
+                    beyond[i].len(),
+                    judged_cells[i],
+                    beyond[i].join("; ")
+                )
+            }
+        };
+        let _ = writeln!(
+            m,
+            "\nBeyond the A/A band: {}; {}.",
+            say(0, "req/s"),
+            say(1, "CPU/req")
+        );
+    }
+    m.push('\n');
+}
+
+/// The paired-ratio table of every rworker variant in the run against the stock worker,
+/// and of rworker-park against its baseline build when both ran.
+fn rworker_paired_table(m: &mut String, samples: &[Sample], mpms: &[MpmKind]) {
+    let pairs = rworker_pairs(mpms);
     if pairs.is_empty() {
         return;
     }
@@ -187,8 +417,7 @@ pub fn paired_section(m: &mut String, samples: &[Sample], mpms: &[MpmKind]) {
          medians above mix repetitions. Target as above; **bold** = the median ratio misses \
          it.\n"
     );
-    let rps: fn(&Sample) -> f64 = |s| s.wrk.rps;
-    let cpu: fn(&Sample) -> f64 = Sample::cpu_us_per_req;
+    let (rps, cpu) = (RPS, CPU);
     let mut head = String::from("| cell |");
     let mut rule = String::from("|---|");
     let mut cols = Vec::new();
@@ -378,7 +607,7 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
             );
         }
     }
-    paired_section(&mut m, &out.samples, &o.mpms);
+    paired_section(&mut m, &out.samples, &o.mpms, &o.pairs);
     let _ = writeln!(m, "## All MPMs: median (min–max) over repetitions\n");
     let _ = writeln!(m, "| cell | MPM | req/s | p50 ms | p99 ms | httpd CPU µs/req | httpd %CPU | httpd vol. ctx sw/req | rworker futex wakes/hand-off | wrk CPU µs/req | errors | child churn |");
     let _ = writeln!(
@@ -544,6 +773,49 @@ pub fn summary_csv(table: &Table) -> String {
     c
 }
 
+/// One CSV row per pair the paired section shows ([`shown_pairs`]), cell and metric
+/// (`req_per_s`, `cpu_us_per_req`): how many repetitions paired, the median and range of
+/// their ratios `a / b`, the cell's A/A band in % (empty without worker-aa and worker) and
+/// whether the median lies beyond it (`yes` / `no`; empty for the A/A pair itself).
+pub fn paired_csv(samples: &[Sample], mpms: &[MpmKind], extra: &[Pair]) -> String {
+    let mut c = String::from(
+        "a,b,mode,size_bytes,clients,metric,reps,median,min,max,aa_band_pct,beyond_aa\n",
+    );
+    let aa = mpms.contains(&AA_PAIR.0) && mpms.contains(&AA_PAIR.1);
+    for (a, b) in shown_pairs(mpms, extra) {
+        for (name, metric) in [("req_per_s", RPS), ("cpu_us_per_req", CPU)] {
+            let noise = aa.then(|| paired(samples, AA_PAIR.0, AA_PAIR.1, metric));
+            for (cell, v) in paired_ratios(samples, a, b, metric) {
+                let Some(st) = Stat::of(v.iter().copied()) else {
+                    continue;
+                };
+                let band = noise.as_ref().and_then(|n| n.get(&cell));
+                let band_pct = band.map_or(String::new(), |s| {
+                    format!("{:.2}", (noise_band(s).exp() - 1.0) * 100.0)
+                });
+                let beyond = match beyond_noise(&st, band) {
+                    Some(_) if (a, b) == AA_PAIR => "",
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "",
+                };
+                let _ = writeln!(
+                    c,
+                    "{a},{b},{},{},{},{name},{},{:.4},{:.4},{:.4},{band_pct},{beyond}",
+                    cell.mode.label(),
+                    cell.size,
+                    cell.clients,
+                    v.len(),
+                    st.median,
+                    st.min,
+                    st.max
+                );
+            }
+        }
+    }
+    c
+}
+
 /// Reads back a `results.csv` written by [`samples_csv`] (for `--replot`).
 pub fn samples_from_csv(text: &str) -> crate::Result<Vec<Sample>> {
     use crate::error::Error;
@@ -698,6 +970,164 @@ mod tests {
         let c = cpu.values().next().expect("one cell");
         assert!((c.median - 1.0 / 1.1).abs() < 1e-9, "{c:?}");
         assert!(paired(&samples, P, MpmKind::Event, |s| s.wrk.rps).is_empty());
+    }
+
+    /// A cell's runs: `(mpm, rep, req/s, httpd CPU s)`, in `cell`.
+    fn runs_in(cell: Cell, runs: &[(MpmKind, u32, f64, f64)]) -> Vec<Sample> {
+        runs.iter()
+            .map(|&(k, rep, rps, cpu)| Sample {
+                cell,
+                ..run(k, rep, rps, cpu)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pairs_shown_and_their_order() {
+        use MpmKind::*;
+        let mpms = [Worker, WorkerAa, Event, Rworker, RworkerThread];
+        // Every rworker kind against worker (not worker-aa, not event), then A/A, then the
+        // --pair ones not shown yet and whose kinds both ran.
+        assert_eq!(
+            shown_pairs(
+                &mpms,
+                &[
+                    (Rworker, RworkerThread),
+                    (WorkerAa, Worker),
+                    (Rworker, Worker),
+                    (RworkerPark, Worker)
+                ]
+            ),
+            vec![
+                (Rworker, Worker),
+                (RworkerThread, Worker),
+                (WorkerAa, Worker),
+                (Rworker, RworkerThread)
+            ]
+        );
+        assert_eq!(
+            rworker_pairs(&[Worker, Event, RworkerPark]),
+            [(RworkerPark, Worker)]
+        );
+        assert!(rworker_pairs(&[WorkerAa, Rworker]).is_empty());
+    }
+
+    #[test]
+    fn a_pair_is_judged_against_the_aa_band_of_its_cell() {
+        use MpmKind::{Rworker as R, RworkerThread as T, Worker as W, WorkerAa as AA};
+        let cell = |mode, clients| Cell {
+            mode,
+            size: 1,
+            clients,
+        };
+        let ka = cell(crate::options::ConnMode::KeepAlive, 50);
+        let close = cell(crate::options::ConnMode::Close, 100);
+        // keep-alive: A/A within ±4 % (0.96..1.02), R 10 % faster than T in every rep.
+        // close: A/A within ±10 %, R 5 % faster: inside the noise.
+        let mut samples = runs_in(
+            ka,
+            &[
+                (W, 1, 1000.0, 5.0),
+                (AA, 1, 960.0, 5.0),
+                (T, 1, 1000.0, 5.0),
+                (R, 1, 1100.0, 5.0),
+                (W, 2, 1000.0, 5.0),
+                (AA, 2, 1020.0, 5.0),
+                (T, 2, 500.0, 5.0),
+                (R, 2, 550.0, 5.0),
+                (W, 3, 1000.0, 5.0),
+                (AA, 3, 1000.0, 5.0),
+                (T, 3, 800.0, 5.0),
+                (R, 3, 880.0, 5.0),
+            ],
+        );
+        samples.extend(runs_in(
+            close,
+            &[
+                (W, 1, 1000.0, 5.0),
+                (AA, 1, 1100.0, 5.0),
+                (T, 1, 1000.0, 5.0),
+                (R, 1, 1050.0, 5.0),
+                (W, 2, 1000.0, 5.0),
+                (AA, 2, 950.0, 5.0),
+                (T, 2, 1000.0, 5.0),
+                (R, 2, 1050.0, 5.0),
+            ],
+        ));
+        let aa = paired(&samples, AA, W, |s| s.wrk.rps);
+        assert!((noise_band(&aa[&ka]) - 0.96f64.ln().abs()).abs() < 1e-12);
+        let rt = paired(&samples, R, T, |s| s.wrk.rps);
+        assert_eq!(beyond_noise(&rt[&ka], aa.get(&ka)), Some(true));
+        assert_eq!(beyond_noise(&rt[&close], aa.get(&close)), Some(false));
+        // B/A is judged as A/B is.
+        let tr = paired(&samples, T, R, |s| s.wrk.rps);
+        assert_eq!(beyond_noise(&tr[&ka], aa.get(&ka)), Some(true));
+        assert_eq!(beyond_noise(&rt[&ka], None), None);
+
+        let mpms = [W, AA, R, T];
+        let mut m = String::new();
+        paired_section(&mut m, &samples, &mpms, &[(R, T), AA_PAIR]);
+        assert!(m.contains("| cell | rworker/worker req/s |"), "{m}");
+        assert!(
+            m.contains("## A/A: worker-aa / worker, this run's noise"),
+            "{m}"
+        );
+        // Once only, though --pair asked for it too.
+        assert_eq!(m.matches("## A/A").count(), 1, "{m}");
+        assert!(
+            m.contains("| keepalive 1 B c=50 | 1.00x (0.96–1.02) | 1.00x (0.98–1.04) | ±4.2% |"),
+            "{m}"
+        );
+        assert!(m.contains("## Paired: rworker / rworker-thread"), "{m}");
+        // req/s: bold beyond the band; CPU/req (0.91x in each rep: the same CPU over 10 %
+        // more requests) too.
+        assert!(
+            m.contains("| keepalive 1 B c=50 | **1.10x** (1.10–1.10) | ±4.2% | **0.91x** (0.91–0.91) | ±4.2% |"),
+            "{m}"
+        );
+        assert!(
+            m.contains("| close 1 B c=100 | 1.05x (1.05–1.05) | ±10.0% |"),
+            "{m}"
+        );
+        assert!(
+            m.contains("Beyond the A/A band: req/s in 1 of 2 cells (keepalive 1 B c=50 1.10x)"),
+            "{m}"
+        );
+        // Without worker-aa nothing is judged, and a pair whose kind did not run says so.
+        let mut m = String::new();
+        paired_section(&mut m, &samples, &[W, R, T], &[(R, T), (R, MpmKind::Event)]);
+        assert!(!m.contains("## A/A") && !m.contains("**1.10x**"), "{m}");
+        assert!(m.contains("no A/A band"), "{m}");
+        assert!(m.contains("event did not run: no table."), "{m}");
+
+        let csv = paired_csv(&samples, &mpms, &[(R, T)]);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "a,b,mode,size_bytes,clients,metric,reps,median,min,max,aa_band_pct,beyond_aa"
+        );
+        assert!(
+            lines.contains(
+                &"rworker,rworker-thread,keepalive,1,50,req_per_s,3,1.1000,1.1000,1.1000,4.17,yes"
+            ),
+            "{csv}"
+        );
+        assert!(
+            lines.contains(
+                &"rworker,rworker-thread,close,1,100,req_per_s,2,1.0500,1.0500,1.0500,10.00,no"
+            ),
+            "{csv}"
+        );
+        // The A/A pair's own rows carry its band, and no verdict on itself.
+        assert!(
+            lines.contains(
+                &"worker-aa,worker,keepalive,1,50,req_per_s,3,1.0000,0.9600,1.0200,4.17,"
+            ),
+            "{csv}"
+        );
+        // rworker/worker, rworker-thread/worker, A/A, rworker/rworker-thread: 2 cells x 2
+        // metrics each.
+        assert_eq!(lines.len(), 1 + 4 * 2 * 2, "{csv}");
     }
 
     #[test]

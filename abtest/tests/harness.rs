@@ -170,6 +170,74 @@ fn matrix_measures_the_mpm_it_claims() {
     let _ = fs::remove_dir_all(&out);
 }
 
+/// worker-aa loads its own copy of the stock worker, rworker-thread holds keep-alive
+/// connections on threads, and the report has the A/A and `--pair` tables.
+#[test]
+fn aa_pair_and_pair_tables_are_reported() {
+    let out = out_dir("pairs");
+    let o = run_ab(
+        &[
+            SHORT_RUN,
+            &[
+                "--mpms",
+                "worker,worker-aa,rworker,rworker-thread",
+                "--modes",
+                "keepalive",
+                "--pair",
+                "rworker/rworker-thread",
+            ],
+        ]
+        .concat(),
+        &out,
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "rworker-ab failed\n{all}");
+    for want in [
+        "worker-aa: started",
+        "mod_mpm_worker-aa.so, byte-identical",
+        ", maps /",
+        "keep-alive: thread (no ConnsAsyncKeepAlive)",
+    ] {
+        assert!(all.contains(want), "missing {want:?}\n{all}");
+    }
+    let md = fs::read_to_string(out.join("results.md")).expect("results.md");
+    let paired = fs::read_to_string(out.join("paired.md")).expect("paired.md");
+    for text in [&md, &paired] {
+        for want in [
+            "| cell | rworker/worker req/s |",
+            "## A/A: worker-aa / worker, this run's noise",
+            "## Paired: rworker / rworker-thread",
+            "| keepalive 1 B c=10 |",
+        ] {
+            assert!(text.contains(want), "missing {want:?}\n{text}");
+        }
+    }
+    let csv = fs::read_to_string(out.join("paired.csv")).expect("paired.csv");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("rworker,rworker-thread,keepalive,1,10,req_per_s,1,")),
+        "{csv}"
+    );
+    // --replot finds the --pair in results.md's command line and writes the same tables.
+    fs::remove_file(out.join("paired.md")).expect("rm paired.md");
+    let o = Command::new(BIN)
+        .arg("--replot")
+        .arg(&out)
+        .output()
+        .expect("run rworker-ab --replot");
+    assert!(o.status.success(), "{}", text(&o));
+    let again = fs::read_to_string(out.join("paired.md")).expect("paired.md again");
+    assert!(
+        again.contains("## Paired: rworker / rworker-thread"),
+        "{again}"
+    );
+    for root in server_roots(&all) {
+        assert!(processes_naming(&root).is_empty(), "server left running");
+        assert!(!Path::new(&root).exists(), "ServerRoot {root} left behind");
+    }
+    let _ = fs::remove_dir_all(&out);
+}
+
 /// `--percon`: one child per MPM, strace attached to every thread, the table written.
 #[test]
 fn percon_counts_system_calls_per_connection() {
