@@ -4,8 +4,8 @@
 //! KeepAliveTimeout because workers were busy. Graceful restart and stop with parked
 //! connections; mod_status's async-connection counts.
 //!
-//! (The other test files run in park mode too: `RWORKER_TEST_KEEPALIVE=park`, as
-//! scripts/test.sh does for serve and lifecycle.)
+//! (Every other test file runs in park mode too, the default; scripts/test.sh runs the
+//! serving and lifecycle ones again with `RWORKER_TEST_KEEPALIVE=thread`.)
 
 mod common;
 

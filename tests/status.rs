@@ -69,7 +69,7 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
     // handed to a worker again when it becomes readable (here: the client's close): with
     // the listener's accept that is a second hand-off per connection; where the workers
     // accept, the only one (a new connection never passes the fdqueue).
-    let park = std::env::var("RWORKER_TEST_KEEPALIVE").is_ok_and(|m| m == "park");
+    let park = common::parking_under_test();
     let workers_accept = std::env::var("RWORKER_TEST_ACCEPT").map_or(true, |m| m == "workers");
     let handoffs = delta(&after, &before, "RWorkerHandoffs");
     if park && !workers_accept {
@@ -95,14 +95,18 @@ fn rworker_keys_add_up_over_children_and_survive_a_graceful_restart() {
     }
 
     // Concurrent load, so that both children serve: ab may open a few connections beyond
-    // -n that it closes unused, which the MPM accepts and hands off too (at most -c).
+    // -n that it closes unused, which the MPM accepts and hands off too (at most -c). Four
+    // clients on twenty workers: a client can hold two workers for a moment (one waiting
+    // for its last connection's FIN in the lingering close, one serving its next), so on a
+    // loaded machine eight could make every worker busy at a census, and AH00286 would
+    // then be right.
     let before = after;
     let n = 3000u64;
-    run_ab(&["-n", &n.to_string(), "-c", "8"], &s.url("/")).assert_all_ok(n);
+    run_ab(&["-n", &n.to_string(), "-c", "4"], &s.url("/")).assert_all_ok(n);
     let after = status(&s);
     let connections = delta(&after, &before, "RWorkerConnections");
     assert!(
-        (n + 1..=n + 1 + 8).contains(&connections),
+        (n + 1..=n + 1 + 4).contains(&connections),
         "{connections} connections for {n} ab connections + 1 status request"
     );
     let handoffs = delta(&after, &before, "RWorkerHandoffs");
