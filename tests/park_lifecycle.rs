@@ -821,11 +821,9 @@ fn graceful_restart_with_5000_parked_connections_under_load() {
     report.assert_ok("graceful restart");
     assert_spoken_answered(&mut parked, "graceful restart");
     parked.assert_all_closed_cleanly(LEAVE_WITHIN, "graceful restart");
-    let (stopped, _) = watch.assert_stopped_children_left("graceful restart");
-    assert!(
-        stopped >= old.len(),
-        "{stopped} children stopped, {old:?} old"
-    );
+    // (A child with nothing to finish can stop and leave between two of the watcher's
+    // samples: the old children's exit is checked above, by pid.)
+    watch.assert_stopped_children_left("graceful restart");
     // AH00286/AH00287: parked connections count as work, so a census can find the
     // scoreboard at (or within MinSpareThreads of) MaxRequestWorkers.
     s.assert_no_warnings_in_error_log_except(&["AH00286", "AH00287"]);
