@@ -15,8 +15,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    parse_ab, pid_connection_peers_on, raise_fd_limit, run_ab, spawn_ab, wait_until, Mpm, Server,
-    ServerOpts,
+    idle_connections, parse_ab, pid_connection_peers_on, raise_fd_limit, read_response, run_ab,
+    spawn_ab, wait_parked, wait_until, Mpm, Server, ServerOpts, REQ,
 };
 
 /// MaxRequestWorkers 150 in 6 children of 25, all started, parking on.
@@ -31,61 +31,6 @@ fn opts() -> ServerOpts {
         .max_keep_alive_requests(0)
         .line("KeepAliveTimeout 30")
         .line("RWorkerKeepAlive park")
-}
-
-const REQ: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n";
-
-/// Reads one response (head and Content-Length body); its status.
-fn read_response(c: &mut TcpStream) -> Option<u16> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = c.read(&mut chunk).ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            return head.split_whitespace().nth(1)?.parse().ok();
-        }
-        let n = c.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-/// Opens `n` connections that each made one request and now idle in keep-alive.
-fn idle_connections(s: &Server, n: usize) -> Vec<TcpStream> {
-    // Each client sends its first request as soon as it is connected, as real ones do.
-    let mut conns: Vec<TcpStream> = (0..n)
-        .map(|i| {
-            let mut c = TcpStream::connect(s.addr()).unwrap_or_else(|e| panic!("connect {i}: {e}"));
-            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            c.write_all(REQ).unwrap();
-            c
-        })
-        .collect();
-    for (i, c) in conns.iter_mut().enumerate() {
-        assert_eq!(
-            read_response(c),
-            Some(200),
-            "first response on idle connection {i}"
-        );
-    }
-    conns
 }
 
 fn p99_ms(ab_output: &str) -> u64 {
@@ -254,17 +199,6 @@ fn closed_by_server(c: &TcpStream) -> bool {
     };
     c.set_nonblocking(false).unwrap();
     closed
-}
-
-/// Polls `?auto` until ConnsAsyncKeepAlive counts `n` parked connections (the status
-/// requests' own connections, parked until their close is seen, may add a few).
-fn wait_parked(s: &Server, n: u64, what: &str) {
-    let mut last = 0;
-    let ok = wait_until(Duration::from_secs(15), || {
-        last = s.server_status_auto().num("ConnsAsyncKeepAlive");
-        (n..=n + 4).contains(&last)
-    });
-    assert!(ok, "{what}: ConnsAsyncKeepAlive {last}, not {n}");
 }
 
 /// Issue 20, acceptance 8: 5,000 parked connections through a kill -9 of a child, a

@@ -1465,3 +1465,113 @@ pub fn assert_gone_and_reaped(s: &Server, pids: &[i32], what: &str) {
         s.zombie_children()
     );
 }
+
+// ------------------------------------------------------------------------------------------
+// Raw keep-alive clients on TcpStream (the park tests)
+
+/// A keep-alive request for `/index.html`.
+pub const REQ: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+/// A response read by [`read_reply`]: its status, and whether it said `Connection: close`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub close: bool,
+}
+
+/// How a response failed to arrive: the connection ended (`Eof`: a FIN; `Reset`: a RST;
+/// `Other`: another error) or the read timed out, after `bytes` bytes of it; or what came
+/// was no HTTP response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoReply {
+    Eof { bytes: usize },
+    Reset { bytes: usize },
+    Timeout { bytes: usize },
+    Other { bytes: usize, error: String },
+    Malformed(String),
+}
+
+/// Reads one response (head, and a body framed by Content-Length) off `c`.
+pub fn read_reply(c: &mut TcpStream) -> Result<Reply, NoReply> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut more = |buf: &mut Vec<u8>| -> Result<(), NoReply> {
+        let bytes = buf.len();
+        match c.read(&mut chunk) {
+            Ok(0) => Err(NoReply::Eof { bytes }),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                Ok(())
+            }
+            Err(e) => Err(match e.kind() {
+                std::io::ErrorKind::ConnectionReset => NoReply::Reset { bytes },
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    NoReply::Timeout { bytes }
+                }
+                _ => NoReply::Other {
+                    bytes,
+                    error: e.to_string(),
+                },
+            }),
+        }
+    };
+    let end = loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        more(&mut buf)?;
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned()))
+    };
+    let len: usize = header("content-length:").map_or(0, |v| v.parse().unwrap_or(0));
+    let close = header("connection:").is_some_and(|v| v == "close");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| NoReply::Malformed(head.clone()))?;
+    while buf.len() < end + 4 + len {
+        more(&mut buf)?;
+    }
+    Ok(Reply { status, close })
+}
+
+/// Reads one response off `c`; its status, or None if none came whole.
+pub fn read_response(c: &mut TcpStream) -> Option<u16> {
+    read_reply(c).ok().map(|r| r.status)
+}
+
+/// Opens `n` connections that each made one request ([`REQ`]) and now idle in keep-alive.
+pub fn idle_connections(s: &Server, n: usize) -> Vec<TcpStream> {
+    // Each client sends its first request as soon as it is connected, as real ones do.
+    let mut conns: Vec<TcpStream> = (0..n)
+        .map(|i| {
+            let mut c = TcpStream::connect(s.addr()).unwrap_or_else(|e| panic!("connect {i}: {e}"));
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            c.write_all(REQ).unwrap();
+            c
+        })
+        .collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert_eq!(
+            read_response(c),
+            Some(200),
+            "first response on idle connection {i}"
+        );
+    }
+    conns
+}
+
+/// Polls `?auto` until ConnsAsyncKeepAlive counts `n` parked connections (the status
+/// requests' own connections, parked until their close is seen, may add a few).
+pub fn wait_parked(s: &Server, n: u64, what: &str) {
+    let mut last = 0;
+    let ok = wait_until(Duration::from_secs(15), || {
+        last = s.server_status_auto().num("ConnsAsyncKeepAlive");
+        (n..=n + 4).contains(&last)
+    });
+    assert!(ok, "{what}: ConnsAsyncKeepAlive {last}, not {n}");
+}
