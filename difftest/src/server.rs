@@ -1,0 +1,210 @@
+//! One private httpd of a run: its ServerRoot under a temp directory, started with
+//! `apache2 -f <its conf> -k start`, signalled and stopped through that same config and its
+//! own pidfile (rworker-testkit's [`Httpd`]); never by process name.
+
+use crate::mpm::Mpm;
+use crate::site::{self, Ports};
+use crate::status;
+use rworker_testkit::error_log::crash_lines;
+use rworker_testkit::httpd::Httpd;
+use rworker_testkit::port::free_port;
+use rworker_testkit::procfs;
+use rworker_testkit::wait::wait_until;
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a start may take on a loaded machine.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `-k stop` may take before the last resort (SIGKILL of the pidfile's pids).
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A server of the run.
+#[derive(Debug)]
+pub struct Server {
+    pub mpm: Mpm,
+    pub root: PathBuf,
+    pub ports: Ports,
+    httpd: Httpd,
+    rworker_so: PathBuf,
+    /// The parent's pid from the last start.
+    parent: Option<i32>,
+}
+
+/// Two free ports that 127.0.0.1, .2 and .3 can all bind (a moment ago).
+fn free_ports() -> Result<Ports, String> {
+    let bindable_everywhere = |p: u16| {
+        ["127.0.0.2", "127.0.0.3"]
+            .iter()
+            .all(|ip| TcpListener::bind((*ip, p)).is_ok())
+    };
+    for _ in 0..20 {
+        let plain = free_port().map_err(|e| e.to_string())?;
+        let tls = free_port().map_err(|e| e.to_string())?;
+        if plain != tls && bindable_everywhere(plain) && bindable_everywhere(tls) {
+            return Ok(Ports { plain, tls });
+        }
+    }
+    Err("no pair of ports free on 127.0.0.1-3 in 20 tries".into())
+}
+
+impl Server {
+    /// Writes a ServerRoot under `run_dir` for `mpm` (the certificate copied from
+    /// `certs`) and starts it; checks that mod_status names the MPM.
+    pub fn start(
+        mpm: Mpm,
+        rworker_so: &Path,
+        certs: &Path,
+        run_dir: &Path,
+    ) -> Result<Server, String> {
+        let root = run_dir.join(mpm.label().replace(' ', "-"));
+        let httpd = Httpd::create_root(&root, &[]).map_err(|e| e.to_string())?;
+        site::write_docroot(&root)
+            .map_err(|e| format!("DocumentRoot under {}: {e}", root.display()))?;
+        let cert_dir = root.join("certs");
+        fs::create_dir_all(&cert_dir).map_err(|e| e.to_string())?;
+        for f in ["cert.pem", "key.pem"] {
+            fs::copy(certs.join(f), cert_dir.join(f)).map_err(|e| format!("copy {f}: {e}"))?;
+        }
+        let mut server = Server {
+            mpm,
+            root,
+            ports: Ports { plain: 0, tls: 0 },
+            httpd,
+            rworker_so: rworker_so.to_owned(),
+            parent: None,
+        };
+        server.start_on_free_ports()?;
+        Ok(server)
+    }
+
+    fn start_on_free_ports(&mut self) -> Result<(), String> {
+        for attempt in 0..3 {
+            self.ports = free_ports()?;
+            let conf = site::conf(&self.root, self.ports, self.mpm, &self.rworker_so);
+            fs::write(&self.httpd.conf, conf).map_err(|e| format!("write httpd.conf: {e}"))?;
+            let _ = fs::write(&self.httpd.error_log, "");
+            match self.httpd.start(self.ports.plain, START_TIMEOUT) {
+                Ok(parent) => {
+                    self.parent = Some(parent);
+                    return self.check_mpm();
+                }
+                Err(failure) => {
+                    self.httpd.stop(STOP_TIMEOUT);
+                    if attempt < 2 && failure.port_in_use() {
+                        continue;
+                    }
+                    return Err(format!("{} did not start: {failure}", self.mpm));
+                }
+            }
+        }
+        Err(format!("{}: no free ports in 3 tries", self.mpm))
+    }
+
+    /// The server answers, with the MPM it should have (a run must never compare a server
+    /// with itself), and its children are up.
+    fn check_mpm(&self) -> Result<(), String> {
+        let mut last = String::new();
+        let ok = wait_until(Duration::from_secs(15), || {
+            match status::fetch(self.ports.plain) {
+                Ok(s) => {
+                    last = s.get("ServerMPM").unwrap_or("?").to_owned();
+                    last == self.mpm.server_mpm()
+                }
+                Err(e) => {
+                    last = e;
+                    false
+                }
+            }
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: server-status says ServerMPM {last:?}, expected {}",
+                self.mpm,
+                self.mpm.server_mpm()
+            ))
+        }
+    }
+
+    /// `apache2 -k <signal>` with this server's config.
+    fn signal(&self, signal: &str) -> Result<(), String> {
+        let out = self
+            .httpd
+            .apache2(&["-k", signal])
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "apache2 -k {signal}: {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    pub fn graceful(&self) -> Result<(), String> {
+        self.signal("graceful")
+    }
+
+    pub fn graceful_stop(&self) -> Result<(), String> {
+        self.signal("graceful-stop")
+    }
+
+    /// After a `graceful-stop`: waits for the old parent to exit (GracefulShutdownTimeout
+    /// bounds it; SIGKILL of exactly that pid and its children after 20 s), then starts the
+    /// server again. Does nothing while the server runs.
+    pub fn ensure_running(&mut self) -> Result<(), String> {
+        let Some(parent) = self.parent else {
+            return self.start_on_free_ports();
+        };
+        if procfs::alive(parent) && self.httpd.pid() == Some(parent) {
+            return Ok(());
+        }
+        let mut family = procfs::live_children(parent);
+        family.insert(parent);
+        let gone = wait_until(Duration::from_secs(20), || {
+            if procfs::alive(parent) {
+                family.extend(procfs::live_children(parent));
+            }
+            family.iter().all(|&p| !procfs::alive(p))
+        });
+        if !gone {
+            for &pid in &family {
+                if procfs::alive(pid) {
+                    // SAFETY: kill(2) of this server's own parent (from its pidfile at start)
+                    // or one of its children.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        self.parent = None;
+        self.start_on_free_ports()
+    }
+
+    /// The error log's crash lines (a crash is reported beside the table).
+    pub fn crash_lines(&self) -> Vec<String> {
+        crash_lines(&self.httpd.error_log_text())
+    }
+
+    /// The error log's path.
+    pub fn error_log(&self) -> &Path {
+        &self.httpd.error_log
+    }
+
+    /// Stops the server by its pidfile. Returns whether it took SIGKILL.
+    pub fn stop(&mut self) -> bool {
+        let killed = self.httpd.stop(STOP_TIMEOUT);
+        self.parent = None;
+        killed
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
