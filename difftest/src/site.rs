@@ -27,7 +27,7 @@ pub const VHOST_KEEP_ALIVE: f64 = 6.0;
 pub const VHOST_TIMEOUT: f64 = 8.0;
 /// `d.test`: `MaxKeepAliveRequests`.
 pub const VHOST_MAX_KEEP_ALIVE_REQUESTS: usize = 2;
-/// `ip.test` (127.0.0.2): `KeepAliveTimeout`.
+/// `ip.test` (127.0.0.2) and `ip-tls.test` (127.0.0.2, TLS): `KeepAliveTimeout`.
 pub const IP_KEEP_ALIVE: f64 = 5.0;
 /// `ip.test`: `RequestReadTimeout header=2 body=2`; `r.test`: `body=2`.
 pub const REQTIMEOUT_EXPLICIT: f64 = 2.0;

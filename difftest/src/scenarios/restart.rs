@@ -2,10 +2,11 @@
 //! the server goes on) and `graceful-stop` with GracefulShutdownTimeout 3 (the server
 //! exits; the runner starts it again). Times are from the signal.
 
-use super::http2::{h2_response, h2_tls, watch_h2};
+use super::http2::{h2_response, watch_h2};
 use super::{after, exchange, response, watch, Group, Scenario, Target};
 use crate::conn::Got;
 use crate::h1::{self, H1};
+use crate::h2::H2;
 use crate::observe::{Observation, Scale};
 use crate::site::*;
 use crate::tls;
@@ -205,24 +206,23 @@ fn download(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
     Ok(())
 }
 
-/// h2 over TLS idle; the signal 0.3 s after the response.
+/// h2 over TLS to ip-tls.test (127.0.0.2, its own KeepAliveTimeout 5) idle; the signal
+/// 0.3 s after the response.
 fn h2_idle(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
-    let Some(mut h) = h2_tls(t, o, "tls-a.test")? else {
+    let (c, alpn) = t.tls("127.0.0.2", "ip-tls.test", &["h2", "http/1.1"])?;
+    o.add("ALPN", alpn.clone().unwrap_or_else(|| "none".into()));
+    if alpn.as_deref() != Some("h2") {
         return Ok(());
-    };
-    h.get(1, "tls-a.test", "/index.html")?;
+    }
+    let mut h = H2::start(c, "https")?;
+    h.get(1, "ip-tls.test", "/index.html")?;
     if !h2_response(o, "stream 1", &mut h, 1) {
         return Ok(());
     }
     super::sleep(0.3);
     let at = send(t, s)?;
-    watch_h2(
-        o,
-        &mut h,
-        at,
-        &scale(&[(KEEP_ALIVE - 0.3, "KeepAliveTimeout after the response")]),
-        10.0,
-    );
+    let marks = [(IP_KEEP_ALIVE - 0.3, "KeepAliveTimeout after the response")];
+    watch_h2(o, &mut h, at, &scale(&marks), 10.0);
     Ok(())
 }
 
@@ -284,6 +284,6 @@ signalled! {
     "slow-head", "half a head, the signal, the rest 0.5 s later", slow_head, false, slow_head_g, slow_head_gs;
     "slow-body", "half a POST body, the signal, the rest 0.5 s later", slow_body, false, slow_body_g, slow_body_gs;
     "download", "8 MiB to a reader that takes 5 s, the signal 0.5 s in", download, true, download_g, download_gs;
-    "h2-idle", "an idle h2 connection over TLS, the signal 0.3 s after its stream", h2_idle, false, h2_idle_g, h2_idle_gs;
+    "h2-idle", "an idle h2 connection over TLS (ip-tls.test, KeepAliveTimeout 5), the signal 0.3 s after its stream", h2_idle, false, h2_idle_g, h2_idle_gs;
     "tls-handshake", "a TLS handshake that never finishes (127.0.0.2, Timeout 4), the signal 0.3 s in", tls_handshake, false, tls_handshake_g, tls_handshake_gs;
 }
