@@ -132,6 +132,18 @@ pub const KNOWN: &[Known] = &[
         kind: Kind::Deliberate,
         why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
     },
+    Known {
+        scenario: "h2-flow-blocked-sni-vhost",
+        pair: "event/park",
+        kind: Kind::Defect,
+        why: VHOST_TIMEOUTS_IN_PARK,
+    },
+    Known {
+        scenario: "download+graceful-stop",
+        pair: "worker/thread",
+        kind: Kind::Deliberate,
+        why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
+    },
 ];
 
 /// The entry for `scenario` on `pair`, if any.

@@ -46,9 +46,13 @@ pub fn error_name(code: u32) -> String {
         "INADEQUATE_SECURITY",
         "HTTP_1_1_REQUIRED",
     ];
-    NAMES
-        .get(code as usize)
-        .map_or(format!("0x{code:x}"), |n| (*n).to_owned())
+    // mod_http2 in a blocking MPM ends an idle session with APR's status as the code.
+    const APR_TIMEUP: u32 = 70_007;
+    match NAMES.get(code as usize) {
+        Some(n) => (*n).to_owned(),
+        None if code == APR_TIMEUP => format!("0x{code:x} (APR_TIMEUP)"),
+        None => format!("0x{code:x}"),
+    }
 }
 
 /// One frame.
@@ -179,6 +183,9 @@ pub struct H2 {
     enc: fluke_hpack::Encoder<'static>,
     dec: fluke_hpack::Decoder<'static>,
     scheme: &'static str,
+    /// Whether DATA read is given back to the connection's window (off: a client whose
+    /// window runs out, the server then blocked on flow control).
+    give_back: bool,
 }
 
 impl H2 {
@@ -197,6 +204,7 @@ impl H2 {
             enc: fluke_hpack::Encoder::new(),
             dec: fluke_hpack::Decoder::new(),
             scheme,
+            give_back: true,
         };
         let mut hello = PREFACE.to_vec();
         hello.extend(
@@ -214,6 +222,12 @@ impl H2 {
 
     pub fn conn(&self) -> &Conn {
         &self.conn
+    }
+
+    /// Stops giving DATA back to the connection's window: after the first 64 kB the server
+    /// can send nothing more.
+    pub fn stop_window_updates(&mut self) {
+        self.give_back = false;
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
@@ -282,7 +296,7 @@ impl H2 {
                         self.send(SETTINGS, ACK, 0, Vec::new())
                             .map_err(H2Cut::Protocol)?;
                     }
-                    if f.kind == DATA && !f.payload.is_empty() {
+                    if f.kind == DATA && !f.payload.is_empty() && self.give_back {
                         let n = f.payload.len() as u32;
                         self.send(WINDOW_UPDATE, 0, 0, n.to_be_bytes().to_vec())
                             .map_err(H2Cut::Protocol)?;

@@ -13,10 +13,13 @@ use rworker_testkit::wait::wait_until;
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// How long a start may take on a loaded machine.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a fresh server may take to answer server-status on a loaded machine.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `-k stop` may take before the last resort (SIGKILL of the pidfile's pids).
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -30,6 +33,9 @@ pub struct Server {
     rworker_so: PathBuf,
     /// The parent's pid from the last start.
     parent: Option<i32>,
+    /// Set by [`Server::graceful_stop`]: the parent is on its way out, whatever its
+    /// pidfile says yet (it removes the file once it has read the signal).
+    stopping: AtomicBool,
 }
 
 /// Two free ports that 127.0.0.1, .2 and .3 can all bind (a moment ago).
@@ -74,6 +80,7 @@ impl Server {
             httpd,
             rworker_so: rworker_so.to_owned(),
             parent: None,
+            stopping: AtomicBool::new(false),
         };
         server.start_on_free_ports()?;
         Ok(server)
@@ -106,16 +113,14 @@ impl Server {
     /// with itself), and its children are up.
     fn check_mpm(&self) -> Result<(), String> {
         let mut last = String::new();
-        let ok = wait_until(Duration::from_secs(15), || {
-            match status::fetch(self.ports.plain) {
-                Ok(s) => {
-                    last = s.get("ServerMPM").unwrap_or("?").to_owned();
-                    last == self.mpm.server_mpm()
-                }
-                Err(e) => {
-                    last = e;
-                    false
-                }
+        let ok = wait_until(CHECK_TIMEOUT, || match status::fetch(self.ports.plain) {
+            Ok(s) => {
+                last = s.get("ServerMPM").unwrap_or("?").to_owned();
+                last == self.mpm.server_mpm()
+            }
+            Err(e) => {
+                last = e;
+                false
             }
         });
         if ok {
@@ -151,6 +156,7 @@ impl Server {
     }
 
     pub fn graceful_stop(&self) -> Result<(), String> {
+        self.stopping.store(true, Ordering::Relaxed);
         self.signal("graceful-stop")
     }
 
@@ -161,7 +167,7 @@ impl Server {
         let Some(parent) = self.parent else {
             return self.start_on_free_ports();
         };
-        if procfs::alive(parent) && self.httpd.pid() == Some(parent) {
+        if !self.stopping.load(Ordering::Relaxed) && procfs::alive(parent) {
             return Ok(());
         }
         let mut family = procfs::live_children(parent);
@@ -182,7 +188,16 @@ impl Server {
             }
         }
         self.parent = None;
-        self.start_on_free_ports()
+        self.stopping.store(false, Ordering::Relaxed);
+        // A start on a loaded machine can fail where a second one does not.
+        match self.start_on_free_ports() {
+            Ok(()) => Ok(()),
+            Err(first) => {
+                self.httpd.stop(STOP_TIMEOUT);
+                self.start_on_free_ports()
+                    .map_err(|second| format!("{first}; again: {second}"))
+            }
+        }
     }
 
     /// The error log's crash lines (a crash is reported beside the table).

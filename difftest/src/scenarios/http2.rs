@@ -5,7 +5,7 @@
 use super::{after, Group, Scenario, Target};
 use crate::conn::Conn;
 use crate::h1::{self, H1};
-use crate::h2::{error_name, H2Cut, CANCEL, GOAWAY, H2, PING};
+use crate::h2::{error_name, H2Cut, CANCEL, GOAWAY, H2, PING, RST_STREAM};
 use crate::observe::{secs, Observation, Scale};
 use crate::site::*;
 use std::time::Instant;
@@ -61,6 +61,22 @@ pub fn scenarios() -> Vec<Scenario> {
             run: rst_stream,
         },
         Scenario {
+            name: "h2-flow-blocked",
+            about: "h2 over TLS: 8 MiB on stream 1 to a client that never opens its window: the server blocked on flow control",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            run: flow_blocked,
+        },
+        Scenario {
+            name: "h2-flow-blocked-sni-vhost",
+            about: "as h2-flow-blocked, SNI tls-b.test (Timeout 8, KeepAliveTimeout 6)",
+            group: Group::Steady,
+            fast: true,
+            signals: false,
+            run: flow_blocked_sni_vhost,
+        },
+        Scenario {
             name: "h2c-upgrade",
             about: "HTTP/1.1 Upgrade: h2c, the response on stream 1, then idle",
             group: Group::Steady,
@@ -113,6 +129,16 @@ pub fn watch_h2(o: &mut Observation, h: &mut H2, since: Instant, scale: &Scale, 
             }
             Ok(f) if f.kind == PING && f.flags & crate::h2::ACK != 0 => {
                 o.add("PING", format!("ACK at {}", scale.bucket(since.elapsed())));
+            }
+            Ok(f) if f.kind == RST_STREAM => {
+                o.add(
+                    format!("RST_STREAM {}", f.stream),
+                    format!(
+                        "{} at {}",
+                        error_name(f.rst_code().unwrap_or(0)),
+                        scale.bucket(since.elapsed())
+                    ),
+                );
             }
             Ok(_) => {}
             Err(H2Cut::Ended(Some(e), at)) => {
@@ -181,7 +207,6 @@ fn ping_idle(t: &Target, o: &mut Observation) -> Result<(), String> {
         return Ok(());
     }
     // Idle 1.5 s, then a PING: does it restart the keep-alive wait?
-    let t0 = Instant::now();
     match h.next_frame(after(1.5)) {
         Err(H2Cut::Ended(None, _)) => {}
         Ok(f) => o.add("before the PING", format!("frame type {}", f.kind)),
@@ -190,7 +215,6 @@ fn ping_idle(t: &Target, o: &mut Observation) -> Result<(), String> {
             return Ok(());
         }
     }
-    let _ = t0;
     h.ping(*b"rworker!")?;
     let since_ping = Instant::now();
     let scale = Scale::new(&[
@@ -270,4 +294,32 @@ fn h2c_upgrade(t: &Target, o: &mut Observation) -> Result<(), String> {
         watch_h2(o, &mut h, t0, &scale(), 10.0);
     }
     Ok(())
+}
+
+/// GET /8m.bin with the client's windows never opened: the server sends 64 kB and waits on
+/// flow control (an MPM's I/O wait, bounded by Timeout). When does it give up, and how?
+fn flow_blocked_on(t: &Target, o: &mut Observation, sni: &str) -> Result<(), String> {
+    let Some(mut h) = h2_tls(t, o, sni)? else {
+        return Ok(());
+    };
+    h.stop_window_updates();
+    h.get(1, sni, "/8m.bin")?;
+    match h.first_data(1, after(10.0)) {
+        Ok(_) => o.add("stream 1", "DATA came"),
+        Err(c) => {
+            o.add("stream 1", c.describe());
+            return Ok(());
+        }
+    }
+    let t0 = Instant::now();
+    watch_h2(o, &mut h, t0, &scale(), 16.0);
+    Ok(())
+}
+
+fn flow_blocked(t: &Target, o: &mut Observation) -> Result<(), String> {
+    flow_blocked_on(t, o, "tls-a.test")
+}
+
+fn flow_blocked_sni_vhost(t: &Target, o: &mut Observation) -> Result<(), String> {
+    flow_blocked_on(t, o, "tls-b.test")
 }

@@ -20,23 +20,13 @@ pub fn scenarios() -> Vec<Scenario> {
     }]
 }
 
-/// The counts a table shows (the status request itself is one busy worker, `W`).
+/// The counts every MPM keeps current: busy workers and the scoreboard's K, R and W slots
+/// (the status request itself is one busy worker, `W`).
 fn counts_of(s: &Status) -> String {
-    let mut parts = Vec::new();
-    for k in [
-        "ConnsTotal",
-        "ConnsAsyncKeepAlive",
-        "ConnsAsyncWriting",
-        "ConnsAsyncClosing",
-    ] {
-        if let Some(v) = s.get(k) {
-            parts.push(format!("{k} {v}"));
-        }
-    }
-    parts.push(format!(
+    let mut parts = vec![format!(
         "BusyWorkers {}",
         s.get("BusyWorkers").unwrap_or("-")
-    ));
+    )];
     for state in ['K', 'R', 'W'] {
         parts.push(format!("{state} {}", s.slots(state)));
     }

@@ -251,7 +251,7 @@ fn linger_scale() -> Scale {
 }
 
 /// Polls until the server lets go of `conn` (no descriptor holds its end), for `limit` s.
-fn released_at(t: &Target, conn: &Conn, limit: f64) -> Option<Instant> {
+fn released_at(conn: &Conn, limit: f64) -> Option<Instant> {
     let client = conn.local_port();
     let server = conn.tcp().peer_addr().map(|a| a.port()).unwrap_or(0);
     let mut at = None;
@@ -262,7 +262,6 @@ fn released_at(t: &Target, conn: &Conn, limit: f64) -> Option<Instant> {
         }
         done
     });
-    let _ = t;
     at
 }
 
@@ -282,7 +281,7 @@ fn over_limit_then_stops(t: &Target, o: &mut Observation) -> Result<(), String> 
         o.add("more body", format!("refused: {k:?}"));
     }
     let stopped = Instant::now();
-    match released_at(t, &h.conn, 40.0) {
+    match released_at(&h.conn, 40.0) {
         Some(at) => o.add(
             "server let go",
             format!(
@@ -405,7 +404,7 @@ fn stalled(t: &Target, o: &mut Observation, host: &str) -> Result<(), String> {
     let head_text = String::from_utf8_lossy(&head);
     o.add("status", head_text.lines().next().unwrap_or("").to_owned());
     let stopped = Instant::now();
-    match released_at(t, &h.conn, 20.0) {
+    match released_at(&h.conn, 20.0) {
         Some(at) => o.add(
             "server let go",
             format!(
