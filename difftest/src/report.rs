@@ -100,13 +100,22 @@ pub fn markdown(r: &RunReport) -> String {
         r.outcomes.len(),
         differ - unexpected
     ));
-    s.push_str("Each cell is what a client observed, normalised: times in the scenario's own marks (the configured values, `~2 s (KeepAliveTimeout)`), FIN or RST, status lines, the headers that matter, bodies by length and SHA-256 prefix. Where rworker saw the same, its cell says `same`.\n\n");
+    s.push_str("Each cell is what a client observed, normalised: times in the scenario's own marks (the configured values, `~2 s (KeepAliveTimeout)`), FIN or RST, status lines, the headers that matter, bodies by length and SHA-256 prefix. Where rworker saw the same, its cell says `same` (with its own not-compared notes where they differ).\n\n");
     s.push_str("| scenario | pair | reference MPM | rworker | same? |\n|---|---|---|---|---|\n");
     for o in &r.outcomes {
-        let rw = if o.same() {
-            "same".to_string()
-        } else {
+        let rw = if !o.same() {
             cell(&o.rworker.render())
+        } else if o.rworker.notes != o.reference.notes {
+            // The facts agree; what is shown but not compared may not.
+            let notes: Vec<String> = o
+                .rworker
+                .notes
+                .iter()
+                .map(|(w, v)| format!("{w}: {v}"))
+                .collect();
+            cell(&format!("same [not compared: {}]", notes.join("; ")))
+        } else {
+            "same".to_string()
         };
         s.push_str(&format!(
             "| `{}` | {} | {} | {} | {} |\n",
