@@ -89,7 +89,8 @@ pub fn secs(s: f64) -> String {
 }
 
 /// A scenario's time scale: its marks, ascending. An event within
-/// [mark - 0.35 s, mark + max(1 s, 20 %)] is reported as at that mark.
+/// [mark - max(0.35 s, 8 %), mark + max(1 s, 25 %)] is reported as at that mark (a loaded
+/// machine is late more than early).
 #[derive(Clone, Debug)]
 pub struct Scale {
     marks: Vec<Mark>,
@@ -110,7 +111,10 @@ impl Scale {
     }
 
     fn window(m: &Mark) -> (f64, f64) {
-        (m.secs - 0.35, m.secs + (0.2 * m.secs).max(1.0))
+        (
+            m.secs - (0.08 * m.secs).max(0.35),
+            m.secs + (0.25 * m.secs).max(1.0),
+        )
     }
 
     /// The bucket `d` falls in; with `RWORKER_DIFF_RAW` set, the measured time after it

@@ -120,3 +120,14 @@ pub fn server_side(server_port: u16, client_port: u16) -> Option<(u8, u64)> {
 pub fn server_released(server_port: u16, client_port: u16) -> bool {
     server_side(server_port, client_port).is_none_or(|(_, inode)| inode == 0)
 }
+
+/// Bytes waiting in `s`'s receive queue (FIONREAD): while a reader does not read, it grows
+/// with every byte the server gets through.
+pub fn unread(s: &TcpStream) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: ioctl(2) FIONREAD on a socket we own, into an int.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut n) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n.max(0) as usize)
+}
