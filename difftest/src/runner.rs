@@ -305,7 +305,12 @@ pub fn run(opts: &Options) -> Result<RunReport, String> {
     let mut outcomes = Vec::new();
     let mut crashes = Vec::new();
     for r in per_pair {
-        let (o, c) = r?;
+        let (o, c) = r.map_err(|e| {
+            format!(
+                "{e} (ServerRoots and logs kept under {})",
+                run_dir.display()
+            )
+        })?;
         outcomes.extend(o);
         crashes.extend(c);
     }
