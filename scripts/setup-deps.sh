@@ -14,6 +14,8 @@ PACKAGES=(
     wrk
     curl
     nghttp2-client # h2load (tests/park_modules.rs)
+    libssl-dev     # rworker-diff's TLS client (the openssl crate)
+    openssl        # rworker-diff's test certificate
     ca-certificates  # curl to https (the rustup command below)
     dpkg-dev       # scripts/build-deb.sh: dpkg-shlibdeps, dpkg-parsechangelog
     lintian        # tests/package.rs checks the .deb

@@ -1,0 +1,175 @@
+//! The differences we know of, each with its reason: a defect to fix (the test still
+//! passes, and the table says so) or a deliberate choice that docs/design.md ("Where
+//! rworker differs from the stock MPMs, and why") argues for. Any other difference fails the
+//! CI subset.
+
+/// Why rworker differs there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A defect, being fixed: the entry goes when the fix lands.
+    Defect,
+    /// On purpose: better for a user (docs/design.md says why).
+    Deliberate,
+}
+
+/// One known difference.
+#[derive(Clone, Copy, Debug)]
+pub struct Known {
+    pub scenario: &'static str,
+    /// [`crate::mpm::Pair::name`].
+    pub pair: &'static str,
+    pub kind: Kind,
+    pub why: &'static str,
+}
+
+/// Defect: park's keep-alive and I/O waits take the address's vhost, not the request's.
+const VHOST_TIMEOUTS_IN_PARK: &str = "park ignores a name-based or SNI-chosen vhost's KeepAliveTimeout and Timeout: it reads them from c->base_server, where event (and the core's keep-alive loop) takes r->server's when that vhost sets KeepAliveTimeout (event_post_read_request; event_protocol_switch for h2). Being fixed; remove the entry when the fix lands.";
+
+/// Deliberate: park's stop grace for idle keep-alive connections (docs/design.md).
+const ONE_MORE_REQUEST_PARK: &str = "at a graceful restart or stop, park gives an idle keep-alive connection 1 s (STOP_KEEP_ALIVE) for one more request, answered with Connection: close; event closes it at once (h2: GOAWAY at once), so a request sent then meets a FIN.";
+
+/// Deliberate: thread's stop grace for a connection that was promised keep-alive.
+const ONE_MORE_REQUEST_THREAD: &str = "at a graceful restart or stop, thread waits up to KeepAliveTimeout for one more request on a connection whose response promised keep-alive, answered with Connection: close; the stock worker closes it after the response.";
+
+/// Deliberate: GracefulShutdownTimeout in the children (docs/design.md, "Process model").
+const CHILDREN_HONOUR_GRACEFUL_SHUTDOWN: &str = "rworker's children honour GracefulShutdownTimeout (3 s): what is still open then is cut; the stock MPM's child kept it past that (an idle connection until its KeepAliveTimeout, a download to its end).";
+
+/// Every known difference.
+pub const KNOWN: &[Known] = &[
+    Known {
+        scenario: "ka-name-vhost-next",
+        pair: "event/park",
+        kind: Kind::Defect,
+        why: VHOST_TIMEOUTS_IN_PARK,
+    },
+    Known {
+        scenario: "tls-ka-sni-vhost-next",
+        pair: "event/park",
+        kind: Kind::Defect,
+        why: VHOST_TIMEOUTS_IN_PARK,
+    },
+    Known {
+        scenario: "h2-tls-idle-sni-vhost",
+        pair: "event/park",
+        kind: Kind::Defect,
+        why: VHOST_TIMEOUTS_IN_PARK,
+    },
+    Known {
+        scenario: "ka-idle+graceful",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_PARK,
+    },
+    Known {
+        scenario: "ka-idle+graceful-stop",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_PARK,
+    },
+    Known {
+        scenario: "ka-next+graceful",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_PARK,
+    },
+    Known {
+        scenario: "ka-next+graceful-stop",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_PARK,
+    },
+    Known {
+        scenario: "slow-body+graceful",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_PARK,
+    },
+    Known {
+        scenario: "slow-body+graceful-stop",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_PARK,
+    },
+    Known {
+        scenario: "h2-idle+graceful",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_PARK,
+    },
+    Known {
+        scenario: "h2-idle+graceful-stop",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_PARK,
+    },
+    Known {
+        scenario: "slow-body+graceful",
+        pair: "worker/thread",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_THREAD,
+    },
+    Known {
+        scenario: "slow-body+graceful-stop",
+        pair: "worker/thread",
+        kind: Kind::Deliberate,
+        why: ONE_MORE_REQUEST_THREAD,
+    },
+    Known {
+        scenario: "ka-idle+graceful-stop",
+        pair: "worker/thread",
+        kind: Kind::Deliberate,
+        why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
+    },
+    Known {
+        scenario: "download+graceful-stop",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
+    },
+    Known {
+        scenario: "h2-idle+graceful-stop",
+        pair: "worker/thread",
+        kind: Kind::Deliberate,
+        why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
+    },
+    Known {
+        scenario: "h2-flow-blocked-sni-vhost",
+        pair: "event/park",
+        kind: Kind::Defect,
+        why: VHOST_TIMEOUTS_IN_PARK,
+    },
+    Known {
+        scenario: "download+graceful-stop",
+        pair: "worker/thread",
+        kind: Kind::Deliberate,
+        why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
+    },
+];
+
+/// The entry for `scenario` on `pair`, if any.
+pub fn lookup(scenario: &str, pair: &str) -> Option<&'static Known> {
+    KNOWN
+        .iter()
+        .find(|k| k.scenario == scenario && k.pair == pair)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mpm::Pair;
+
+    /// Every entry names a scenario and a pair that exist.
+    #[test]
+    fn entries_name_real_scenarios() {
+        let names: Vec<&str> = crate::scenarios::all().iter().map(|s| s.name).collect();
+        for k in KNOWN {
+            assert!(
+                names.contains(&k.scenario),
+                "unknown scenario {}",
+                k.scenario
+            );
+            assert!(Pair::by_name(k.pair).is_some(), "unknown pair {}", k.pair);
+            assert!(!k.why.is_empty());
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The site every server of a run is started from (`conf/site.conf.in`), its DocumentRoot
+//! and its certificate, and the configured values the scenarios' time marks name.
+//!
+//! The values here must match the template; [`tests`] checks that they do.
+
+use crate::mpm::Mpm;
+use std::fs;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+/// The configuration template.
+pub const TEMPLATE: &str = include_str!("../conf/site.conf.in");
+
+/// Server config: `KeepAliveTimeout`.
+pub const KEEP_ALIVE: f64 = 2.0;
+/// Server config: `Timeout`.
+pub const TIMEOUT: f64 = 4.0;
+/// Server config: `MaxKeepAliveRequests`.
+pub const MAX_KEEP_ALIVE_REQUESTS: usize = 4;
+/// Server config: `GracefulShutdownTimeout`.
+pub const GRACEFUL_SHUTDOWN: f64 = 3.0;
+/// `b.test` and `tls-b.test`: `KeepAliveTimeout`.
+pub const VHOST_KEEP_ALIVE: f64 = 6.0;
+/// `b.test`, `e.test` and `tls-b.test`: `Timeout`.
+pub const VHOST_TIMEOUT: f64 = 8.0;
+/// `d.test`: `MaxKeepAliveRequests`.
+pub const VHOST_MAX_KEEP_ALIVE_REQUESTS: usize = 2;
+/// `ip.test` (127.0.0.2) and `ip-tls.test` (127.0.0.2, TLS): `KeepAliveTimeout`.
+pub const IP_KEEP_ALIVE: f64 = 5.0;
+/// `ip.test`: `RequestReadTimeout header=2 body=2`; `r.test`: `body=2`.
+pub const REQTIMEOUT_EXPLICIT: f64 = 2.0;
+/// mod_reqtimeout's default first header and body limits (`header=20-40,MinRate=500
+/// body=20,MinRate=500`), on 127.0.0.1.
+pub const REQTIMEOUT_DEFAULT: f64 = 20.0;
+/// `tls-a.test`: `RequestReadTimeout handshake=2`.
+pub const HANDSHAKE_TIMEOUT: f64 = 2.0;
+/// `l.test`: `LimitRequestBody`.
+pub const LIMIT_REQUEST_BODY: usize = 1000;
+/// httpd's lingering close: at most `MAX_SECS_TO_LINGER` in all, `SECONDS_TO_LINGER`
+/// without data.
+pub const MAX_SECS_TO_LINGER: f64 = 30.0;
+pub const SECONDS_TO_LINGER: f64 = 2.0;
+
+/// Size of `/8m.bin` (patterned bytes).
+pub const LARGE: usize = 8 * 1024 * 1024;
+/// Files `/seq/N.txt`, N in 1..=SEQ_FILES, content `seq N\n`: pipelined order shows in the
+/// body hashes.
+pub const SEQ_FILES: usize = 8;
+
+/// The plain and TLS ports of one server (each on 127.0.0.1, .2 and .3 as the template
+/// says).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    pub plain: u16,
+    pub tls: u16,
+}
+
+/// The template filled for `mpm`.
+pub fn conf(root: &Path, ports: Ports, mpm: Mpm, rworker_so: &Path) -> String {
+    TEMPLATE
+        .replace("@MPM@", &mpm.conf_lines(rworker_so))
+        .replace("@ROOT@", &root.display().to_string())
+        .replace("@TLS_PORT@", &ports.tls.to_string())
+        .replace("@PORT@", &ports.plain.to_string())
+}
+
+/// The bytes of `/8m.bin`: a pattern that no shift of itself matches (a cut or repeated
+/// block changes the hash).
+pub fn large_body() -> Vec<u8> {
+    (0..LARGE as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect()
+}
+
+/// The DocumentRoot's files, under `root/htdocs` (which exists, mode 755).
+pub fn write_docroot(root: &Path) -> io::Result<()> {
+    let docroot = root.join("htdocs");
+    let seq = docroot.join("seq");
+    fs::create_dir_all(&seq)?;
+    fs::set_permissions(&seq, fs::Permissions::from_mode(0o755))?;
+    fs::write(
+        docroot.join("index.html"),
+        "<html><body>rworker-diff index</body></html>\n",
+    )?;
+    fs::write(docroot.join("8m.bin"), large_body())?;
+    for n in 1..=SEQ_FILES {
+        fs::write(seq.join(format!("{n}.txt")), format!("seq {n}\n"))?;
+    }
+    for entry in fs::read_dir(&docroot)?.chain(fs::read_dir(&seq)?) {
+        let path = entry?.path();
+        if path.is_file() {
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o644))?;
+        }
+    }
+    Ok(())
+}
+
+/// A self-signed certificate for every name of the site, made once per run with the
+/// `openssl` command into `dir` (`cert.pem`, `key.pem`).
+pub fn make_certificate(dir: &Path) -> Result<(), String> {
+    fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=tls-a.test",
+            "-addext",
+            "subjectAltName=DNS:tls-a.test,DNS:tls-b.test,DNS:tls-h1.test,DNS:ip-tls.test",
+        ])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .output()
+        .map_err(|e| format!("run openssl: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "openssl req could not make the test certificate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The constants the scenarios build their time marks from are the template's values.
+    #[test]
+    fn constants_match_the_template() {
+        for line in [
+            format!("KeepAliveTimeout {KEEP_ALIVE}"),
+            format!("Timeout {TIMEOUT}"),
+            format!("MaxKeepAliveRequests {MAX_KEEP_ALIVE_REQUESTS}"),
+            format!("GracefulShutdownTimeout {GRACEFUL_SHUTDOWN}"),
+            format!("    KeepAliveTimeout {VHOST_KEEP_ALIVE}"),
+            format!("    Timeout {VHOST_TIMEOUT}"),
+            format!("    MaxKeepAliveRequests {VHOST_MAX_KEEP_ALIVE_REQUESTS}"),
+            format!("    KeepAliveTimeout {IP_KEEP_ALIVE}"),
+            format!(
+                "    RequestReadTimeout header={REQTIMEOUT_EXPLICIT} body={REQTIMEOUT_EXPLICIT}"
+            ),
+            format!("    RequestReadTimeout handshake={HANDSHAKE_TIMEOUT} header="),
+            format!("    LimitRequestBody {LIMIT_REQUEST_BODY}"),
+        ] {
+            assert!(
+                TEMPLATE.lines().any(|l| l.starts_with(&line)),
+                "conf/site.conf.in has no line starting {line:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_placeholder_is_filled() {
+        let c = conf(
+            Path::new("/r"),
+            Ports { plain: 1, tls: 2 },
+            Mpm::RworkerPark,
+            Path::new("/x.so"),
+        );
+        assert!(!c.contains('@'), "{c}");
+        assert!(c.contains("Listen 127.0.0.2:2 https"));
+        assert!(c.contains("RWorkerKeepAlive park"));
+    }
+}
