@@ -22,9 +22,6 @@ pub struct Known {
     pub why: &'static str,
 }
 
-/// Defect: park's keep-alive and I/O waits take the address's vhost, not the request's.
-const VHOST_TIMEOUTS_IN_PARK: &str = "park ignores a name-based or SNI-chosen vhost's KeepAliveTimeout and Timeout: it reads them from c->base_server, where event (and the core's keep-alive loop) takes r->server's when that vhost sets KeepAliveTimeout (event_post_read_request; event_protocol_switch for h2). Being fixed; remove the entry when the fix lands.";
-
 /// Deliberate: park's stop grace for idle keep-alive connections (docs/design.md).
 const ONE_MORE_REQUEST_PARK: &str = "at a graceful restart or stop, park gives an idle keep-alive connection 1 s (STOP_KEEP_ALIVE) for one more request, answered with Connection: close; event closes it at once (h2: GOAWAY at once), so a request sent then meets a FIN.";
 
@@ -36,24 +33,6 @@ const CHILDREN_HONOUR_GRACEFUL_SHUTDOWN: &str = "rworker's children honour Grace
 
 /// Every known difference.
 pub const KNOWN: &[Known] = &[
-    Known {
-        scenario: "ka-name-vhost-next",
-        pair: "event/park",
-        kind: Kind::Defect,
-        why: VHOST_TIMEOUTS_IN_PARK,
-    },
-    Known {
-        scenario: "tls-ka-sni-vhost-next",
-        pair: "event/park",
-        kind: Kind::Defect,
-        why: VHOST_TIMEOUTS_IN_PARK,
-    },
-    Known {
-        scenario: "h2-tls-idle-sni-vhost",
-        pair: "event/park",
-        kind: Kind::Defect,
-        why: VHOST_TIMEOUTS_IN_PARK,
-    },
     Known {
         scenario: "ka-idle+graceful",
         pair: "event/park",
@@ -131,12 +110,6 @@ pub const KNOWN: &[Known] = &[
         pair: "worker/thread",
         kind: Kind::Deliberate,
         why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
-    },
-    Known {
-        scenario: "h2-flow-blocked-sni-vhost",
-        pair: "event/park",
-        kind: Kind::Defect,
-        why: VHOST_TIMEOUTS_IN_PARK,
     },
     Known {
         scenario: "download+graceful-stop",

@@ -1,6 +1,6 @@
 //! rworker-diff: a differential harness. Each scenario runs against two servers started
 //! from the same generated configuration ([`site`]), differing only in the MPM ([`mpm`]):
-//! stock event against rworker with `RWorkerKeepAlive park`, and the stock worker against
+//! stock event against rworker's default (`RWorkerKeepAlive park`), and the stock worker against
 //! rworker with `RWorkerKeepAlive thread`. A scenario records what a client can observe
 //! ([`observe`]): status lines and the headers that matter, body lengths and hashes, when
 //! and how the server closes (FIN or RST, on the scenario's own time scale), whether a next

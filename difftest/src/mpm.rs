@@ -13,7 +13,7 @@ pub enum Mpm {
     Event,
     /// The stock worker MPM.
     Worker,
-    /// rworker with `RWorkerKeepAlive park` (about to become its default).
+    /// rworker as it comes, with no `RWorkerKeepAlive` line: its default, `park`.
     RworkerPark,
     /// rworker with `RWorkerKeepAlive thread` (the stock worker's way).
     RworkerThread,
@@ -40,13 +40,19 @@ impl Mpm {
             Mpm::Worker => {
                 format!("LoadModule mpm_worker_module {STOCK_MODULES}/mod_mpm_worker.so")
             }
-            Mpm::RworkerPark => {
-                format!("LoadModule mpm_rworker_module {so}\nRWorkerKeepAlive park")
-            }
+            // The default mode: no RWorkerKeepAlive line, so that the harness compares what
+            // an administrator gets by loading the module.
+            Mpm::RworkerPark => format!("LoadModule mpm_rworker_module {so}"),
             Mpm::RworkerThread => {
                 format!("LoadModule mpm_rworker_module {so}\nRWorkerKeepAlive thread")
             }
         }
+    }
+
+    /// Whether it is an async MPM (mod_status shows its "Async connections" keys): checked
+    /// at start with [`Mpm::server_mpm`], so that rworker runs in the mode compared.
+    pub fn is_async(self) -> bool {
+        matches!(self, Mpm::Event | Mpm::RworkerPark)
     }
 
     /// What mod_status's `ServerMPM:` says for it: checked at start, so that a run never
@@ -74,7 +80,7 @@ pub struct Pair {
 }
 
 impl Pair {
-    /// Stock event against rworker's coming default (park); stock worker against rworker's
+    /// Stock event against rworker's default (park); stock worker against rworker's
     /// `thread` mode.
     pub const ALL: [Pair; 2] = [
         Pair {

@@ -115,8 +115,14 @@ impl Server {
         let mut last = String::new();
         let ok = wait_until(CHECK_TIMEOUT, || match status::fetch(self.ports.plain) {
             Ok(s) => {
-                last = s.get("ServerMPM").unwrap_or("?").to_owned();
-                last == self.mpm.server_mpm()
+                // An async MPM (event, rworker parking) shows the Async connections keys.
+                let parks = s.get("ConnsAsyncKeepAlive").is_some();
+                last = format!(
+                    "{} ({})",
+                    s.get("ServerMPM").unwrap_or("?"),
+                    if parks { "async" } else { "not async" }
+                );
+                s.get("ServerMPM") == Some(self.mpm.server_mpm()) && parks == self.mpm.is_async()
             }
             Err(e) => {
                 last = e;
@@ -127,9 +133,14 @@ impl Server {
             Ok(())
         } else {
             Err(format!(
-                "{}: server-status says ServerMPM {last:?}, expected {}",
+                "{}: server-status says ServerMPM {last:?}, expected {} ({})",
                 self.mpm,
-                self.mpm.server_mpm()
+                self.mpm.server_mpm(),
+                if self.mpm.is_async() {
+                    "async"
+                } else {
+                    "not async"
+                }
             ))
         }
     }

@@ -169,6 +169,7 @@ mod tests {
         );
         assert!(!c.contains('@'), "{c}");
         assert!(c.contains("Listen 127.0.0.2:2 https"));
-        assert!(c.contains("RWorkerKeepAlive park"));
+        assert!(c.contains("LoadModule mpm_rworker_module /x.so"));
+        assert!(!c.contains("RWorkerKeepAlive"), "park is the default: {c}");
     }
 }
