@@ -229,6 +229,21 @@ impl<T> ParkSlots<T> {
         })
     }
 
+    /// Whether `ticket` may still claim something: false once it is spent for good (its
+    /// value was claimed, its reservation dropped, or a later park took the slot), and a
+    /// spent ticket never becomes current again (generations only grow). For the timeouts'
+    /// lazy deletion: an entry whose ticket is spent can go without waiting for its
+    /// deadline.
+    pub fn is_current(&self, ticket: Ticket) -> bool {
+        let Some(slot) = self.slot(ticket.index()) else {
+            return false;
+        };
+        // Relaxed: a hint. A ticket read as current that is spent meanwhile costs its entry a
+        // later look; a spent one stays spent.
+        let w = slot.word.load(Ordering::Relaxed);
+        generation(w) == ticket.generation && state(w) != EMPTY
+    }
+
     /// Claims the value parked under `ticket`: Some for the one claimer that wins, None for
     /// every other one and for a stale ticket. A claim that comes while the parker is still
     /// filling the slot makes its `publish` fail (the parker keeps the value) and gets None.
@@ -413,6 +428,23 @@ mod tests {
         let t2 = r.ticket();
         r.publish(5).unwrap();
         assert_eq!(slots.claim(t2), Some(5));
+    }
+
+    #[test]
+    fn a_ticket_is_current_until_it_is_spent_and_never_again() {
+        let slots = ParkSlots::new(4);
+        let r = slots.reserve(1, 0).unwrap();
+        let t = r.ticket();
+        assert!(slots.is_current(t), "reserved: its entry may claim it");
+        r.publish('x').unwrap();
+        assert!(slots.is_current(t));
+        assert_eq!(slots.claim(t), Some('x'));
+        assert!(!slots.is_current(t), "claimed: spent");
+        let r = slots.reserve(1, 0).unwrap();
+        assert!(!slots.is_current(t), "a later park of the slot");
+        assert!(slots.is_current(r.ticket()));
+        drop(r);
+        assert!(!slots.is_current(t));
     }
 
     #[test]

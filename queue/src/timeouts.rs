@@ -9,8 +9,10 @@
 //!   least of the FIFOs' heads.
 //! - Lazy deletion: a connection that is resumed before its deadline leaves its entry where it
 //!   is. When the entry comes due, the expirer's claim through its ticket fails (the
-//!   connection was parked again under a new generation, or closed) and it forgets the entry.
-//!   So a park costs one push and no search, and an entry lives at most one timeout.
+//!   connection was parked again under a new generation, or closed) and it forgets the entry;
+//!   and when the consumer re-arms the alarm, heads whose key the caller says is spent go at
+//!   once, so that the alarm is set for a live entry, not woken once per park for stale
+//!   ones. So a park costs one push and no search, and an entry lives at most one timeout.
 //! - Never early: a producer's deadlines in one class must not decrease for its FIFO to stay
 //!   sorted. A push whose deadline is earlier than the FIFO's last one is filed at that last
 //!   one (late by the difference, never early): a caller that files an older deadline (a
@@ -328,8 +330,11 @@ impl<K: Copy> Expiry<'_, K> {
         live
     }
 
-    /// Sets the alarm for the earliest deadline left and gives the consumer's part back.
-    pub fn rearm(self, alarm: &impl Alarm) {
+    /// Sets the alarm for the earliest deadline left whose key is `live` (entries at the
+    /// head of a FIFO whose key is not go now, whatever their deadline: an entry of an
+    /// earlier park whose connection came back would otherwise wake the alarm for nothing,
+    /// one wake per park), and gives the consumer's part back.
+    pub fn rearm(self, alarm: &impl Alarm, live: impl Fn(K) -> bool) {
         let t = self.t;
         // The consumer's half of the handshake (module doc): "none armed" is visible
         // before the heads are read.
@@ -338,8 +343,17 @@ impl<K: Copy> Expiry<'_, K> {
             |()| {
                 t.fifos
                     .iter()
-                    // SAFETY: we hold the consumer's flag.
-                    .filter_map(|f| unsafe { f.peek() }.map(|(d, _)| d))
+                    .filter_map(|f| {
+                        // SAFETY: we hold the consumer's flag.
+                        unsafe {
+                            loop {
+                                match f.peek() {
+                                    Some((_, k)) if !live(k) => f.pop(),
+                                    head => return head.map(|(d, _)| d),
+                                }
+                            }
+                        }
+                    })
                     .min()
                     .unwrap_or(NEVER)
             },
@@ -391,7 +405,7 @@ mod tests {
             true
         });
         assert_eq!(due, ['b']);
-        e.rearm(&alarm);
+        e.rearm(&alarm, |_| true);
         assert_eq!(alarm.0.get(), 5_000, "the next head");
         let mut e = t.try_expire().unwrap();
         // The batch bound leaves 'c' filed.
@@ -402,7 +416,7 @@ mod tests {
             }),
             1
         );
-        e.rearm(&alarm);
+        e.rearm(&alarm, |_| true);
         assert_eq!(
             alarm.0.get(),
             5_010,
@@ -414,7 +428,7 @@ mod tests {
             true
         });
         assert_eq!(due, ['b', 'a', 'c']);
-        e.rearm(&alarm);
+        e.rearm(&alarm, |_| true);
         assert_eq!(t.armed.load(Ordering::Relaxed), NEVER);
     }
 
@@ -433,7 +447,7 @@ mod tests {
                 seen.push(k);
                 true
             });
-            e.rearm(&alarm);
+            e.rearm(&alarm, |_| true);
             assert_eq!(alarm.0.get(), BLOCK as u64, "the next block's first entry");
         }
         assert_eq!(seen.len(), BLOCK);
@@ -454,18 +468,39 @@ mod tests {
                 due.push(k);
                 true
             });
-            e.rearm(&alarm);
+            e.rearm(&alarm, |_| true);
             assert_eq!(alarm.0.get(), round * 1000 + 500);
             let mut e = t.try_expire().unwrap();
             e.expire(u64::MAX - 1, usize::MAX, |_, k| {
                 due.push(k);
                 true
             });
-            e.rearm(&alarm);
+            e.rearm(&alarm, |_| true);
         }
         assert_eq!(due.len(), 10_000);
         // Leftovers are freed on drop.
         p.push(0, 1, 1, &alarm);
+    }
+
+    #[test]
+    fn stale_heads_go_at_rearm_and_the_alarm_waits_for_a_live_entry() {
+        let alarm = Clock::default();
+        let t = Timeouts::new(1, 1);
+        let mut p = t.producer(0).unwrap();
+        for (d, k) in [(100, 'a'), (200, 'b'), (300, 'c')] {
+            p.push(0, d, k, &alarm);
+        }
+        // 'a' and 'b' came back (their tickets are spent): the alarm goes to 'c'.
+        t.try_expire().unwrap().rearm(&alarm, |k| k == 'c');
+        assert_eq!(alarm.0.get(), 300);
+        let mut due = Vec::new();
+        let mut e = t.try_expire().unwrap();
+        e.expire(1_000, 10, |_, k| {
+            due.push(k);
+            true
+        });
+        assert_eq!(due, ['c'], "the spent ones were dropped at the rearm");
+        e.rearm(&alarm, |_| true);
     }
 
     #[test]
@@ -488,7 +523,7 @@ mod tests {
             due.push((d, k));
             true
         });
-        e.rearm(&alarm);
+        e.rearm(&alarm, |_| true);
         assert_eq!(due, [(300, 'a'), (300, 'b')]);
     }
 }

@@ -137,7 +137,7 @@ fn filed_timeouts_are_never_missed_by_the_alarm_nor_expired_early() {
                 closed.extend(c);
                 live
             });
-            e.rearm(&*alarm);
+            e.rearm(&*alarm, |k| slots.is_current(k));
         }
         producer.join().unwrap();
 
@@ -201,7 +201,7 @@ fn a_parked_connection_keeps_its_entry_and_never_expires_early() {
                         got = got.take().or(c);
                         live
                     });
-                    e.rearm(&*alarm);
+                    e.rearm(&*alarm, |k| slots.is_current(k));
                 }
                 got
             })

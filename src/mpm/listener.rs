@@ -8,7 +8,7 @@ use crate::ffi::httpd;
 use crate::ffi::listen::{AcceptMutex, Accepted, Listener as ListenSocket, PollSet};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
-use crate::ffi::{panic, scoreboard, signal};
+use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
 use crate::mpm::runtime::{ChildRuntime, StopMode, LISTENER_SIGNAL};
 use crate::mpm::status::Counter;
@@ -175,7 +175,7 @@ impl Listener {
         rt.handoff.free_idle_pools();
         rt.handoff.term_queue();
         publish_wakes(rt, wakes_counted);
-        scoreboard::set_quiescing(rt.slot);
+        rt.rows.set_quiescing();
         rt.listener_left();
         if self_stop != StopMode::None {
             rt.ask_main_thread_to_stop(self_stop);

@@ -159,6 +159,23 @@ impl RowCounts {
         }
     }
 
+    /// Says whether the child accepts new connections (mod_status's "accepting" column),
+    /// while the slot names it.
+    pub fn set_not_accepting(&self, not: bool) {
+        if scoreboard::pid_of(self.slot) == self.pid {
+            scoreboard::set_not_accepting(self.slot, not);
+        }
+    }
+
+    /// Marks the child as quiescing (it stopped accepting), while the slot names it: a
+    /// late mark must not make the parent's census take a new child in the slot for a
+    /// quiescing one.
+    pub fn set_quiescing(&self) {
+        if scoreboard::pid_of(self.slot) == self.pid {
+            scoreboard::set_quiescing(self.slot);
+        }
+    }
+
     fn write(&self, count: Count, v: i64) {
         match count.place() {
             Place::Scoreboard(f) => {

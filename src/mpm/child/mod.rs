@@ -193,7 +193,7 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         // The child accepts no more once its workers are out of accept; there is no
         // listener to leave: that is when the listener has gone.
         acc.leave(rt);
-        scoreboard::set_quiescing(rt.slot);
+        rt.rows.set_quiescing();
         rt.shutdown.mark_listener_gone();
     }
     if rt.parking.is_some() {
@@ -204,7 +204,7 @@ pub fn main(token: SingleThreaded, pconf: ConfigPool, slot: c_int, bucket: c_int
         // Retiring at MaxConnectionsPerChild, perhaps with long downloads or keep-alive
         // clients still to serve: the parent may fork the replacement now (a sick child
         // waits for the cycle, so that a fault that kills every child is no fork storm).
-        scoreboard::set_quiescing(rt.slot);
+        rt.rows.set_quiescing();
         tell_parent_retiring();
     }
     main.run_child_stopping(mode == StopMode::Graceful);
@@ -307,14 +307,7 @@ fn build_runtime(
     let counters = ChildCounters::for_slot(slot);
     let rows: &'static RowCounts = Box::leak(Box::new(RowCounts::for_slot(slot)));
     let parking = match st.keep_alive {
-        KeepAliveMode::Park => Some(Parking::new(
-            slot,
-            rows,
-            tpc,
-            parking_sockets,
-            relay,
-            pconf,
-        )?),
+        KeepAliveMode::Park => Some(Parking::new(rows, tpc, parking_sockets, relay, pconf)?),
         KeepAliveMode::Thread => None,
     };
     let generation = Retained::lookup().map_or(0, |r| r.my_generation());

@@ -61,6 +61,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ffi::epoll::{Epoll, Interest};
 use crate::ffi::listen::{Accepted, PolledListener};
+use crate::ffi::log::level;
 use crate::ffi::pool::Pool;
 use crate::mpm::parking::relay::Relay;
 use rworker_queue::{Holder, Occupancy};
@@ -126,8 +127,10 @@ impl Gate {
     /// Asks for this gate's registration to be brought in line by the next [`Gate::apply`]
     /// (the caller then runs the serial).
     pub fn request(&self) {
-        // Relaxed: published by the serial's Release request that follows.
-        self.requested.store(true, Ordering::Relaxed);
+        // Release: a holder whose swap reads this store (it may, before the serial's
+        // request that follows reaches it) sees what this thread wrote before asking (a
+        // close's lower count, say), not an older state to apply.
+        self.requested.store(true, Ordering::Release);
     }
 
     /// If a change was requested: brings the registration in line with `wanted()`
@@ -135,28 +138,43 @@ impl Gate {
     /// or out of it, ringing `relay` if connections are queued once it is out; and closes
     /// the socket once it is closing, out of the set and nobody is inside.
     pub fn apply(&self, _: &Holder, set: &Epoll, wanted: &dyn Fn() -> bool, relay: Option<&Relay>) {
-        // Relaxed: the serial's Acquire already ordered the request before this.
-        if !self.requested.swap(false, Ordering::Relaxed) || self.closed.load(Ordering::Relaxed) {
+        // Acquire: pairs with `request`'s Release (see there).
+        if !self.requested.swap(false, Ordering::Acquire) || self.closed.load(Ordering::Relaxed) {
             return;
         }
         let closing = self.inside.is_closing();
         let fd = self.sock.os_fd();
         let was = self.registered.load(Ordering::Relaxed);
-        if !closing && wanted() {
-            if was {
-                let _ = set.delete(fd);
-            }
-            let ok = set.add(fd, Interest::ReadEdgeExclusive, self.key).is_ok();
-            self.registered.store(ok, Ordering::Relaxed);
-        } else if was {
-            let _ = set.delete(fd);
-            self.registered.store(false, Ordering::Relaxed);
+        // Out of the set (a delete drops an event the set took and no worker collected
+        // yet): connections still queued go to a sibling, through the relay.
+        let pass_on = || {
             if let Some(relay) = relay {
                 // SAFETY: not closed (checked above; only the holder closes, below).
                 if unsafe { self.sock.has_queued() } {
                     relay.ring();
                 }
             }
+        };
+        if !closing && wanted() {
+            if was {
+                let _ = set.delete(fd);
+            }
+            match set.add(fd, Interest::ReadEdgeExclusive, self.key) {
+                Ok(()) => self.registered.store(true, Ordering::Relaxed),
+                Err(errno) => {
+                    self.registered.store(false, Ordering::Relaxed);
+                    crate::mpm_log!(
+                        level::ERR,
+                        errno,
+                        "RW00049: could not put a listening socket in the child's event set; its new connections go to sibling children until the child tries again (at its next close or turn)"
+                    );
+                    pass_on();
+                }
+            }
+        } else if was {
+            let _ = set.delete(fd);
+            self.registered.store(false, Ordering::Relaxed);
+            pass_on();
         }
         if self.inside.is_vacated() && !self.registered.load(Ordering::Relaxed) {
             // SAFETY: a close began and nobody is inside (read with Acquire, after the

@@ -41,7 +41,6 @@ mod gate;
 mod relay;
 pub mod states;
 
-use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -55,7 +54,6 @@ use crate::ffi::httpd;
 use crate::ffi::listen::{Accepted, Listener as ListenSocket};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
-use crate::ffi::scoreboard;
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::Handoff;
 use crate::mpm::open_files;
@@ -248,7 +246,6 @@ pub struct Parking {
     broken: AtomicBool,
     /// Workers (each a timeout producer; the main thread is one more, for the stop).
     workers: usize,
-    slot: c_int,
     /// The child's counts as its rows show them.
     rows: &'static RowCounts,
     pconf: ConfigPool,
@@ -256,13 +253,12 @@ pub struct Parking {
 }
 
 impl Parking {
-    /// The set for the child in scoreboard `slot` (its counts `rows`) with `workers`
+    /// The set for a child (its counts and slot rows `rows`) with `workers`
     /// workers, accepting on `sockets` (told through its bucket's `relay`), with pools
     /// under `pconf`. It holds at most as many connections as its open-file limit leaves
     /// room for (`open_files`), and MaxConnectionsPerChild. Errors: errno (no epoll set,
     /// eventfd or timerfd).
     pub fn new(
-        slot: c_int,
         rows: &'static RowCounts,
         workers: usize,
         sockets: Vec<ListenSocket>,
@@ -305,7 +301,6 @@ impl Parking {
             files_blocked: AtomicBool::new(false),
             broken: AtomicBool::new(false),
             workers,
-            slot,
             rows,
             pconf,
             max_mem_free: httpd::max_mem_free(),
@@ -345,11 +340,16 @@ impl Parking {
             ALARM => self.expire(),
             RELAY => {
                 // A sibling may have dropped a new connection's wake: re-adding the gates
-                // polls them.
+                // polls them. Reading the relay clears it for every set, a sibling's whose
+                // event is still pending too; so a child that does not accept now (its
+                // relay was on its way out of the set as the ring came) passes the ring on.
                 if let Some(r) = &self.relay {
                     r.answer();
+                    self.settle_all();
+                    if !self.accepting() {
+                        r.ring();
+                    }
                 }
-                self.settle_all();
                 Woken::Nothing
             }
             k if k <= GATES && GATES - k < self.gates.len() as u64 => {
@@ -400,31 +400,44 @@ impl Parking {
 
     fn apply_registrations(&self) {
         let relay = self.relay.as_ref();
-        let run = || {
-            self.serial.run(|h| {
-                // A ring this set takes itself (its relay is still in) is passed on when the
-                // relay leaves the set too, so the order of the two does not matter.
-                for g in self.gates.iter() {
-                    g.apply(h, &self.set, &|| self.accepting(), relay);
-                }
-                if let Some(r) = relay {
-                    let closing = self.gates.iter().any(Gate::is_closing);
-                    r.apply(h, &self.set, self.accepting() && !closing);
-                }
-            })
+        // Whether the gates belong in the set; when the file limit says no, the flag says so
+        // (for `closed`), set by the thread that decides, before it takes them out.
+        let wanted = || {
+            let ok = self.accepting();
+            if !ok && self.at_file_limit() {
+                self.files_blocked.store(true, Ordering::Relaxed);
+            }
+            ok
         };
-        if self.at_file_limit() {
-            // The flag, then the count (in `accepting`): against `closed`, which lowers the
-            // count, then reads the flag; either the close sees the flag and settles again,
-            // or this settle sees the close.
-            publish_then_check(
-                || self.files_blocked.store(true, Ordering::Relaxed),
-                |()| run(),
+        self.serial.run(|h| loop {
+            // A ring this set takes itself (its relay is still in) is passed on when the
+            // relay leaves the set too, so the order of the two does not matter.
+            for g in self.gates.iter() {
+                g.apply(h, &self.set, &wanted, relay);
+            }
+            if let Some(r) = relay {
+                let closing = self.gates.iter().any(Gate::is_closing);
+                r.apply(h, &self.set, wanted() && !closing);
+            }
+            // The flag (stored by `wanted` above), then the count: against `closed`, which
+            // lowers the count, then reads the flag. Either the close sees the flag and
+            // settles again, or this holder sees the close and applies again now.
+            let below = publish_then_check(
+                || (),
+                |()| {
+                    self.files_blocked.load(Ordering::Relaxed)
+                        && !self.at_file_limit()
+                        && self.files_blocked.swap(false, Ordering::Relaxed)
+                },
             );
-        } else {
-            run();
-        }
-        scoreboard::set_not_accepting(self.slot, !self.accepting());
+            if !below {
+                break;
+            }
+            for g in self.gates.iter() {
+                g.request();
+            }
+        });
+        self.rows.set_not_accepting(!self.accepting());
         // A stopping child accepts nothing anyway: it reports 0. The parent counts a child
         // at its limit as one without idle threads (RW00041).
         let at_limit = !self.drain.is_stopping() && self.at_file_limit();
@@ -646,7 +659,7 @@ impl Parking {
                 due = self.claim(t);
                 due.is_some()
             });
-            e.rearm(&self.timer);
+            e.rearm(&self.timer, |t| self.slots.is_current(t));
         }
         // One-shot: armed again for the next worker (at once if it fired meanwhile).
         let _ = self.set.modify(self.timer.fd(), Interest::ReadOnce, ALARM);
@@ -741,7 +754,7 @@ impl Parking {
             g.begin_close();
         }
         self.settle_all();
-        scoreboard::set_quiescing(self.slot);
+        self.rows.set_quiescing();
         if !graceful {
             self.drain.exit(&self.bell);
             return;
