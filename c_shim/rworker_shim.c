@@ -26,6 +26,7 @@ const command_rec rworker_shim_cmds[] = {
     RW_DIRECTIVE("RWorkerQueue", "Listener-to-worker queue: 'atomic' (rworker's own, the default) or 'apr' (httpd's own fdqueue, for A/B tests)"),
     RW_DIRECTIVE("RWorkerAccept", "Who accepts connections: 'workers' (idle workers, each blocked in accept; the default where the child has one listening socket) or 'listener' (the listener thread hands each connection over through the fdqueue, the stock worker's way)"),
     RW_DIRECTIVE("RWorkerKeepAlive", "What holds an idle keep-alive connection: 'park' (nothing, the default: it waits in its child's event set, which idle workers take turns on) or 'thread' (its worker, the stock worker's way)"),
+    RW_DIRECTIVE("AsyncRequestWorkerFactor", "mpm_event's: how many additional connections are accepted per idle worker thread (accepted for configurations ported from event; no effect with rworker)"),
     AP_GRACEFUL_SHUTDOWN_TIMEOUT_COMMAND,
     { NULL }
 };

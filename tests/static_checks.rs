@@ -153,3 +153,39 @@ fn threads_per_child_above_thread_limit_warns() {
         "no ThreadsPerChild/ThreadLimit warning from apache2 -t:\n{text}"
     );
 }
+
+/// mpm_event's AsyncRequestWorkerFactor, from a configuration ported from event: taken as
+/// event takes it (a positive number, else a syntax error with event's message), with a
+/// notice that it does nothing here (RW00050), so the server starts. Stock worker: unknown.
+#[test]
+fn async_request_worker_factor_from_event_is_accepted_with_a_notice() {
+    if Mpm::under_test() != Mpm::Rworker {
+        eprintln!("skipped: rworker's handling of an event directive");
+        return;
+    }
+    let check = |value: &str| {
+        let s =
+            Server::new(ServerOpts::default().line(format!("AsyncRequestWorkerFactor {value}")));
+        let out = s.ctl(&["-t"]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (ok, text) = check("2");
+    assert!(
+        ok && text.contains("Syntax OK"),
+        "AsyncRequestWorkerFactor 2:\n{text}"
+    );
+    assert!(
+        text.contains("RW00050"),
+        "no notice that it has no effect:\n{text}"
+    );
+    let (ok, text) = check("0");
+    assert!(
+        !ok && text.contains("AsyncRequestWorkerFactor argument must be a positive number"),
+        "AsyncRequestWorkerFactor 0:\n{text}"
+    );
+}

@@ -86,6 +86,14 @@ pub fn check_config(token: SingleThreaded) -> c_int {
             crate::mpm_log!(level::WARNING, 0, "AH{:05}: {}", a.at_restart, a.text);
         }
     }
+    if s.async_request_worker_factor && startup {
+        // A configuration ported from mpm_event: say why the directive does nothing here.
+        crate::mpm_log!(
+            level::NOTICE | level::STARTUP,
+            0,
+            "RW00050: AsyncRequestWorkerFactor has no effect with rworker: a child takes new connections while it has idle workers, and idle keep-alive connections wait without a thread and are never closed early because the workers are busy; MaxRequestWorkers and the open-file limit size the server"
+        );
+    }
     let grace = httpd::graceful_shutdown_timeout();
     if grace < 0 {
         // The core takes any number; the stock MPMs then cut a graceful stop at once,

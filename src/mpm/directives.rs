@@ -54,6 +54,9 @@ pub enum Directive {
     KeepAlive(KeepAliveMode),
     /// RWorkerAccept.
     Accept(AcceptMode),
+    /// mpm_event's AsyncRequestWorkerFactor: accepted for configurations ported from event,
+    /// with no effect (`check_config` says so).
+    AsyncRequestWorkerFactor,
 }
 
 impl Directive {
@@ -70,6 +73,7 @@ impl Directive {
             Directive::Queue(q) => s.queue = q,
             Directive::KeepAlive(k) => s.keep_alive = k,
             Directive::Accept(a) => s.accept = a,
+            Directive::AsyncRequestWorkerFactor => s.async_request_worker_factor = true,
         }
     }
 }
@@ -149,6 +153,11 @@ pub fn parse(
                 ("listener", AcceptMode::Listener),
             ],
         )?),
+        // event's check and message (a positive number, decimals allowed).
+        "asyncrequestworkerfactor" => match arg.trim().parse::<f64>() {
+            Ok(f) if f > 0.0 && f.is_finite() => Directive::AsyncRequestWorkerFactor,
+            _ => return Err("AsyncRequestWorkerFactor argument must be a positive number".into()),
+        },
         _ => {
             return Err(format!(
                 "rworker: the C shim's table names a directive it does not handle: {name}"
@@ -271,6 +280,24 @@ mod tests {
             err("RWorkerQueue", "mutex"),
             "RWorkerQueue takes 'atomic' or 'apr', not 'mutex'"
         );
+    }
+
+    #[test]
+    fn async_request_worker_factor_is_taken_as_event_takes_it() {
+        assert_eq!(
+            ok("AsyncRequestWorkerFactor", "2"),
+            Directive::AsyncRequestWorkerFactor
+        );
+        assert_eq!(
+            ok("AsyncRequestWorkerFactor", " 1.5"),
+            Directive::AsyncRequestWorkerFactor
+        );
+        for bad in ["0", "-1", "many"] {
+            assert_eq!(
+                err("AsyncRequestWorkerFactor", bad),
+                "AsyncRequestWorkerFactor argument must be a positive number"
+            );
+        }
     }
 
     #[test]

@@ -154,6 +154,9 @@ pub struct Settings {
     /// RWorkerAccept: who accepts connections (before the fallbacks of
     /// [`AcceptMode::effective`]).
     pub accept: AcceptMode,
+    /// mpm_event's AsyncRequestWorkerFactor was given (it has no effect here; the check
+    /// pass says so once).
+    pub async_request_worker_factor: bool,
     /// `-X` / `-DONE_PROCESS` / `-DDEBUG`: serve from the parent, no fork.
     pub one_process: bool,
     /// `-DFOREGROUND` (or DEBUG): do not detach.
@@ -176,6 +179,7 @@ impl Settings {
         queue: QueueKind::Atomic,
         keep_alive: KeepAliveMode::Park,
         accept: AcceptMode::Workers,
+        async_request_worker_factor: false,
         one_process: false,
         foreground: false,
         no_detach: false,
