@@ -14,11 +14,15 @@ pub enum Interest {
     /// Readable, level-triggered: the bell. While it is readable every wait returns it,
     /// one waiter after another.
     ReadLevel,
-    /// A listening socket (or the bucket's relay) that every child's set holds: reported
-    /// once per new connection (per write) to one set that has a waiter (edge-triggered,
-    /// `EPOLLEXCLUSIVE`). Such a registration cannot be modified: deleting and adding it
-    /// again polls the descriptor anew.
+    /// The bucket's relay, which every accepting child's set holds: reported once per
+    /// write to one set that has a waiter (edge-triggered, `EPOLLEXCLUSIVE`). Such a
+    /// registration cannot be modified: deleting and adding it again polls it anew.
     ReadEdgeExclusive,
+    /// A listening socket, which every child's set holds: a new connection wakes one
+    /// waiter, in one set that has a waiter (`EPOLLEXCLUSIVE`), and the set reports it
+    /// again while connections are queued (level-triggered). Deleting and adding it again
+    /// polls it anew.
+    ReadLevelExclusive,
     /// Readable once (then disarmed until modified): a parked connection waiting for its
     /// next request or for the client's FIN, or the alarm.
     ReadOnce,
@@ -31,6 +35,7 @@ impl Interest {
         let e = match self {
             Interest::ReadLevel => libc::EPOLLIN,
             Interest::ReadEdgeExclusive => libc::EPOLLIN | libc::EPOLLET | libc::EPOLLEXCLUSIVE,
+            Interest::ReadLevelExclusive => libc::EPOLLIN | libc::EPOLLEXCLUSIVE,
             Interest::ReadOnce => libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT,
             Interest::WriteOnce => libc::EPOLLOUT | libc::EPOLLONESHOT,
         };

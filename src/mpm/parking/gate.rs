@@ -1,12 +1,13 @@
 //! One listening socket in a parking child's event set, and the rules for touching it.
 //!
-//! The socket is registered edge-triggered and exclusive (`Interest::ReadEdgeExclusive`): a
-//! new connection wakes one waiter, in one child's set that has a waiter. A woken worker
-//! accepts one connection. Deleting the registration and adding it again (`apply`) does
-//! two things: the add polls the socket, so connections still queued wake a waiter of this
-//! set, and it puts this child at the back of the socket's queue of sets, so the next
-//! connection goes to a sibling that waits (children take turns). Deleting it (and not
-//! adding it back) is how a child stops accepting: at its open-file limit, at
+//! The socket is registered level-triggered and exclusive (`Interest::ReadLevelExclusive`):
+//! a new connection wakes one waiter, in one child's set that has a waiter, and a woken
+//! worker accepts one connection. Level-triggered, the set reports the socket again to the
+//! next waiter while connections are queued, so a burst is spread over the waiters without
+//! anybody polling the queue. Deleting the registration and adding it again (`apply`) puts
+//! this child at the back of the socket's queue of sets, so the next connection goes to a
+//! sibling that waits (children take turns), and polls the socket anew. Deleting it (and
+//! not adding it back) is how a child stops accepting: at its open-file limit, at
 //! MaxConnectionsPerChild, when it stops.
 //!
 //! The turn is taken when a new connection stays open after its first response
@@ -28,14 +29,21 @@
 //! turns at every accept (3 reps, 1 B): close 100 clients 1.10x the requests at 0.90x the
 //! CPU, keep-alive 50 within the spread (1.02x / 0.96x).
 //!
-//! The add's poll is also what tells a waiter about connections left in the queue, so
-//! nothing else has to: a worker that accepted one re-adds the socket if connections are
-//! still queued (they came before its wake's event was collected, and their own wakes
-//! found that event pending), and one whose accept failed (a broken accept, no free
-//! descriptor) re-adds it too unless it found the queue empty. A connection that comes
-//! after the event was collected wakes a waiter by itself (edge-triggered). If no worker
-//! waits in the set at that moment, the event stays in the set's ready list for the next
-//! one that waits.
+//! Why level-triggered: until 2026-12-07 the socket was edge-triggered. The kernel wakes a
+//! waiter for every new connection, but an edge-triggered socket whose event is already
+//! pending reports one event for all the connections that came meanwhile: the waiter woken
+//! for the second finds nothing and sleeps again. So a worker that had accepted one
+//! polled the queue (a `poll` per connection) and, finding more, deleted and added the
+//! socket again (two `epoll_ctl` calls and a wake). Level-triggered, the event stays in
+//! the set's ready list while connections are queued, and the waiter woken for the second
+//! connection gets it. The cost: once the queue is empty, one more waiter may be woken for
+//! nothing (the kernel wakes a waiter when it puts the socket back on the ready list, and
+//! that waiter finds it not ready). Measured (rworker-ab, Debian's sizing, 1 B, 5 reps,
+//! edge- against level-triggered in one interleaved run, 2026-12-07): `Connection: close`
+//! 50 / 100 / 400 clients 1.11x / 1.07x / 1.04x the requests at 0.87x / 0.91x / 0.94x the
+//! CPU per request, keep-alive 50 / 100 / 400 within the spread; at four clients (`--percon`,
+//! ab -c 4, 5 reps) 87.5 against 87.1 µs CPU per connection. If no worker waits in the set
+//! when a connection comes, the event stays in its ready list for the next one that waits.
 //!
 //! Taking the socket out of the set (and not adding it back) drops a new connection's
 //! event that the set took and no worker collected yet: the kernel told no other set of
@@ -159,7 +167,7 @@ impl Gate {
             if was {
                 let _ = set.delete(fd);
             }
-            match set.add(fd, Interest::ReadEdgeExclusive, self.key) {
+            match set.add(fd, Interest::ReadLevelExclusive, self.key) {
                 Ok(()) => self.registered.store(true, Ordering::Relaxed),
                 Err(errno) => {
                     self.registered.store(false, Ordering::Relaxed);
@@ -192,12 +200,6 @@ impl Inside<'_> {
         // SAFETY: we are inside the gate: it is not closed (closing waits for us), and a
         // serial accept function has only us inside (`enter`'s limit).
         unsafe { self.gate.sock.accept(ptrans) }
-    }
-
-    /// Whether connections wait in the socket's queue now.
-    pub fn has_queued(&self) -> bool {
-        // SAFETY: we are inside the gate: it is not closed (closing waits for us).
-        unsafe { self.gate.sock.has_queued() }
     }
 
     /// Leaves accept; true when this was the last worker inside a gate that is closing:

@@ -357,7 +357,16 @@ impl Parking {
                 let g = &self.gates[i.0];
                 match g.enter() {
                     Some(inside) => self.accept(i, g, inside, w),
-                    None => Woken::Nothing,
+                    None => {
+                        // Closing (the stop takes it out of the set), or a module's accept
+                        // function that takes one thread at a time is busy: the set reports
+                        // the socket again while connections are queued, so give the
+                        // thread inside the CPU before looking again.
+                        if !g.is_closing() {
+                            std::thread::yield_now();
+                        }
+                        Woken::Nothing
+                    }
                 }
             }
             k => match self.claim(Ticket::from_u64(k)) {
@@ -452,9 +461,6 @@ impl Parking {
     /// meanwhile all turned busy, up to Timeout, while a sibling's workers idled.)
     fn accept(&self, i: GateIndex, g: &Gate, inside: Inside<'_>, w: &mut Waiter) -> Woken {
         let mut conn = None;
-        // The socket's queue was seen empty: the next connection wakes a waiter by itself
-        // (edge-triggered), so the registration may stay as it is.
-        let mut emptied = false;
         let mut broken = false;
         while self.accepting() && self.budget.reserve() {
             let Some((mut pool, source)) = self.ptrans(w) else {
@@ -477,7 +483,9 @@ impl Parking {
                     self.budget.release();
                     w.recycled.recycle(pool);
                     match other {
-                        Accepted::Empty => emptied = true,
+                        // Another waiter took it (the set reports a queued socket to
+                        // every waiter it wakes meanwhile).
+                        Accepted::Empty => {}
                         // Holding nothing, the child cannot serve at all: it retires, sick,
                         // as the stock MPMs' children do at any EMFILE.
                         Accepted::OutOfFiles if self.drain.open() == 0 => broken = true,
@@ -490,20 +498,17 @@ impl Parking {
                 }
             }
         }
-        // Connections still queued after an accept came before this wake's event was
-        // collected (their wakes found it pending), so nothing will tell a waiter of them:
-        // deleting and adding the socket again polls the queue (see `gate`).
         if broken {
             // Out of the set at once (the settle below), so that no other worker of this
             // child meets the same failure while it retires.
             self.broken.store(true, Ordering::Relaxed);
         }
-        let more = conn.is_some() && inside.has_queued();
         // The last worker out of a closing gate closes it (in the settle).
         let last_out = inside.leave();
-        // Out of the set if the child stopped accepting; re-added after an accept that
-        // left connections queued, or after a failed one that did not empty the queue.
-        if last_out || !self.accepting() || more || (conn.is_none() && !emptied) {
+        // Out of the set if the child stopped accepting. Connections still queued need
+        // nothing more: the set reports the socket to the next waiter while they are
+        // (level-triggered, see `gate`).
+        if last_out || !self.accepting() {
             self.settle(g);
         }
         if conn.is_some() && self.closes_before_retry.load(Ordering::Relaxed) == 0 {
