@@ -86,19 +86,26 @@ fn start(opts: ServerOpts) -> Server {
     )
 }
 
-/// Sends `GET /nofile?what` on `c` and reads the answer's status (with `close`, asking the
-/// server to close the connection after it, and waiting for that).
-fn nofile(c: &mut RawConn, what: &str, close: bool) -> u16 {
+/// Sends `GET /nofile?what` on `c` and reads the answer (with `close`, asking the server to
+/// close the connection after it, and waiting for that). Returns its status and the soft
+/// limit it set.
+fn nofile(c: &mut RawConn, what: &str, close: bool) -> (u16, u64) {
     let conn = if close { "Connection: close\r\n" } else { "" };
     c.send(format!("GET /nofile?{what} HTTP/1.1\r\nHost: localhost\r\n{conn}\r\n").as_bytes());
-    let status = c.read_response().status;
+    let answer = c.read_response();
     if close {
         assert!(
             c.is_closed_by_peer(),
             "/nofile?{what} kept the connection open"
         );
     }
-    status
+    let body = String::from_utf8_lossy(&answer.body);
+    let soft = body
+        .trim()
+        .strip_prefix("soft=")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("/nofile?{what} answered {} {body:?}", answer.status));
+    (answer.status, soft)
 }
 
 /// A fresh connection that sent a request for /index.html (its answer is left to read).
@@ -113,7 +120,7 @@ fn count_lines(log: &str, id: &str) -> usize {
 }
 
 /// One child, holding nothing, with no descriptor left for a new connection.
-/// A client's request: the child's accept meets EMFILE once, the child retires sick, and
+/// A client's request: the child's accept meets EMFILE, the child retires sick, and
 /// the parent's replacement answers the client. Before: the child lowered its bound to 1,
 /// stayed accepting, and every turn of its workers on the socket met EMFILE again
 /// (hundreds of AH02179 lines a second, its CPU busy, never retired).
@@ -139,10 +146,19 @@ fn a_child_holding_nothing_at_emfile_retires_sick_and_the_client_is_served() {
         s.error_log()
     );
     let child = s.children()[0];
-    // A module takes every descriptor left but this connection's, which then closes.
+    // A module takes every descriptor left but this connection's, which then closes: the
+    // limit it sets is that connection's own descriptor number.
     let mut hog = RawConn::connect(&s.addr());
-    assert_eq!(nofile(&mut hog, "hold-after-close", true), 200);
+    let (status, own) = nofile(&mut hog, "hold-after-close", true);
+    assert_eq!(status, 200);
     drop(hog);
+    // The child holds nothing once that descriptor is closed (its lingering close ends at
+    // our close); the client comes after that.
+    let fd = PathBuf::from(format!("/proc/{child}/fd/{own}"));
+    assert!(
+        wait_until(Duration::from_secs(20), || !fd.exists()),
+        "the child never closed the connection that asked for /nofile (descriptor {own})"
+    );
     assert_eq!(
         asking(&s).read_response().status,
         200,
@@ -154,13 +170,19 @@ fn a_child_holding_nothing_at_emfile_retires_sick_and_the_client_is_served() {
         "the child that met EMFILE holding nothing did not retire\n{}",
         s.error_log()
     );
+    // Linux takes the new descriptor before it looks at the queue, so every accept tried
+    // in a child without one fails, a connection waiting or not. A worker that the hog's
+    // connection woke with another may try only once the limit is set: that child then
+    // still held one connection, so it waits for that close (RW00042) and then tries again.
+    // Each of its 5 workers may thus fail once holding one and once holding nothing; a
+    // child spinning on the socket fails hundreds of times a second.
     let log = s.error_log();
     let lines = count_lines(&log, "AH02179");
     assert!(
-        (1..=2).contains(&lines),
+        (1..=10).contains(&lines),
         "{lines} AH02179 lines for one client (the child spun on the socket?)\n{log}"
     );
-    s.assert_no_warnings_in_error_log_except(&["AH02179", "AH00279"]);
+    s.assert_no_warnings_in_error_log_except(&["AH02179", "AH00279", "RW00042"]);
 }
 
 /// One child (ServerLimit 1) holding 10 idle connections meets EMFILE at a new client's
@@ -187,7 +209,7 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
     let child = s.children()[0];
     let mut idle = idle_keep_alive_connections(&s, 10);
     // A module takes every descriptor the child has left (idle connection 0 asks).
-    assert_eq!(nofile(&mut idle[0], "hold", false), 200);
+    assert_eq!(nofile(&mut idle[0], "hold", false).0, 200);
     let mut waiting = asking(&s);
     assert!(
         wait_until(Duration::from_secs(20), || s
@@ -197,7 +219,7 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
         s.error_log()
     );
     // It gives them back (idle connection 1 asks), and one idle connection closes.
-    assert_eq!(nofile(&mut idle[1], "release", false), 200);
+    assert_eq!(nofile(&mut idle[1], "release", false).0, 200);
     drop(idle.pop());
     assert_eq!(
         waiting.read_response().status,
