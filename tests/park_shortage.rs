@@ -115,6 +115,37 @@ fn asking(s: &Server) -> RawConn {
     c
 }
 
+/// Waits until `child` is about to close no descriptor of its own accord: no connection on
+/// the server's port that the client closed and the child has not (CLOSE_WAIT: the start's
+/// readiness probe), no file of the document root still open (a response's file closes as
+/// its request pool goes, which may come after the client read the response). A module
+/// that sets the open-file limit at the lowest free descriptor holds only while nothing
+/// below it is closed.
+fn wait_until_quiet(s: &Server, child: i32) {
+    let port = s.addr().rsplit(':').next().unwrap().parse::<u16>().unwrap();
+    let local = format!(":{port:04X} ");
+    let docs = s.root().join("htdocs");
+    let quiet = || {
+        let closing = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|t| {
+            std::fs::read_to_string(t).unwrap_or_default().lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && format!("{} ", f[1]).ends_with(&local) && f[3] == "08"
+            })
+        });
+        let files_open = std::fs::read_dir(format!("/proc/{child}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.starts_with(&docs)))
+            })
+            .unwrap_or(false);
+        !closing && !files_open
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), quiet),
+        "child {child} still closing a connection or a file 20 s on"
+    );
+}
+
 fn count_lines(log: &str, id: &str) -> usize {
     log.lines().filter(|l| l.contains(id)).count()
 }
@@ -190,7 +221,9 @@ fn a_child_holding_nothing_at_emfile_retires_sick_and_the_client_is_served() {
 /// one idle connection closes: the waiting client is served, and then 20 more connections
 /// beyond the 10 it held are all served by the same child, so its capacity came back.
 /// Before: its bound stayed at the 10 it held when it met EMFILE, and the 20 waited in
-/// the backlog for good.
+/// the backlog for good; and until the lowering moved to `parking/shortage.rs`, two
+/// workers that met the shortage together made it wait for two closes (4 failures in 60
+/// runs under load: the 20 unanswered).
 #[test]
 fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_are_free() {
     if !rworker_only("a_child_holding_connections_at_emfile_takes_its_full_share") {
@@ -208,6 +241,7 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
     );
     let child = s.children()[0];
     let mut idle = idle_keep_alive_connections(&s, 10);
+    wait_until_quiet(&s, child);
     // A module takes every descriptor the child has left (idle connection 0 asks).
     assert_eq!(nofile(&mut idle[0], "hold", false).0, 200);
     let mut waiting = asking(&s);
@@ -231,8 +265,13 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
     // asserts it), by the same child.
     let _more = idle_keep_alive_connections(&s, 20);
     assert_eq!(s.children(), [child], "the same child served them");
+    // Every worker the set woke for the waiting client may have tried its accept before
+    // the first failure took the socket out of the set (an accept fails at a shortage
+    // whether or not it gets the connection); one warning, one lowering: one close was
+    // enough above.
     let log = s.error_log();
-    assert_eq!(count_lines(&log, "AH02179"), 1, "{log}");
+    let lines = count_lines(&log, "AH02179");
+    assert!((1..=5).contains(&lines), "{lines} AH02179 lines\n{log}");
     assert_eq!(count_lines(&log, "RW00042"), 1, "{log}");
     s.assert_no_warnings_in_error_log_except(&["AH02179", "RW00042"]);
 }

@@ -39,9 +39,10 @@
 mod classes;
 mod gate;
 mod relay;
+mod shortage;
 pub mod states;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rworker_queue::{
@@ -62,6 +63,7 @@ use crate::mpm::status::Counter;
 use classes::Classes;
 use gate::{Gate, Inside};
 use relay::Relay;
+use shortage::{Lowered, Shortage};
 use states::{rule, ConnState, LINGER, SHORT_LINGER, STOP_KEEP_ALIVE};
 
 /// The bell's key in the set.
@@ -228,16 +230,8 @@ pub struct Parking {
     /// MaxConnectionsPerChild.
     budget: ConnectionBudget,
     /// The most connections the child may hold for its open-file limit
-    /// (`crate::mpm::open_files`).
-    budget_open: usize,
-    /// The most it holds now: `budget_open`, or fewer after accept met EMFILE (see
-    /// `out_of_files`).
-    max_open: AtomicUsize,
-    /// After accept met EMFILE: closes to wait for before trying `budget_open` again (0: not
-    /// lowered).
-    closes_before_retry: AtomicU32,
-    /// How many closes the next lowering waits for (doubles at each lowering in a row).
-    retry_after: AtomicU32,
+    /// (`crate::mpm::open_files`), lowered for a while when accept meets EMFILE.
+    files: Shortage,
     /// The gates were taken out of the set at the open-file limit: a close below it puts
     /// them back.
     files_blocked: AtomicBool,
@@ -294,10 +288,7 @@ impl Parking {
             classes,
             drain: Drain::new(),
             budget: ConnectionBudget::new(httpd::max_connections_per_child().max(0) as u64),
-            budget_open: open_files::child_connection_budget(workers),
-            max_open: AtomicUsize::new(open_files::child_connection_budget(workers)),
-            closes_before_retry: AtomicU32::new(0),
-            retry_after: AtomicU32::new(0),
+            files: Shortage::new(open_files::child_connection_budget(workers)),
             files_blocked: AtomicBool::new(false),
             broken: AtomicBool::new(false),
             workers,
@@ -511,9 +502,8 @@ impl Parking {
         if last_out || !self.accepting() {
             self.settle(g);
         }
-        if conn.is_some() && self.closes_before_retry.load(Ordering::Relaxed) == 0 {
-            // An accept went through at full capacity: a later EMFILE starts a new episode.
-            self.retry_after.store(0, Ordering::Relaxed);
+        if conn.is_some() {
+            self.files.accepted();
         }
         match (conn, broken) {
             (Some((conn, how)), _) => Woken::New { conn, how },
@@ -680,7 +670,7 @@ impl Parking {
     /// A connection of this child was closed (or a module took it over).
     pub fn closed(&self) {
         self.rows.add(Count::Connections, -1);
-        self.regain_files();
+        self.files.closed();
         // The close (the count's decrement in `drain.closed`), then the flag: against
         // `apply_registrations`, which sets the flag, then reads the count.
         let resettle = self.drain.closed(&self.bell, || {
@@ -702,50 +692,19 @@ impl Parking {
 
     /// The child holds as many connections as its open-file limit allows.
     fn at_file_limit(&self) -> bool {
-        // Relaxed: a stale read costs one connection more or less (the reserve in
-        // `open_files` covers it), and a close re-checks after its own decrement.
-        self.drain.open() >= self.max_open.load(Ordering::Relaxed)
+        // A stale bound costs one connection more or less (the reserve in `open_files`
+        // covers it), and a close re-checks after its own decrement.
+        self.files.at_limit(self.drain.open())
     }
 
-    /// Accept met EMFILE or ENFILE while the child holds connections (modules hold more
-    /// descriptors than `open_files` reserved, or the system is out): the child takes no
-    /// more until some close, then tries its full budget again. Each lowering in a row
-    /// waits for twice as many closes as the last before that try, so a shortage that
-    /// lasts costs a failed accept (and the core's AH02179 line) per 1, 2, 4, ... closes,
-    /// not one per close; an accept that goes through at full budget ends the episode.
+    /// Accept met EMFILE or ENFILE while the child holds connections: it takes no more
+    /// until some close (`shortage`).
     fn out_of_files(&self) {
-        let open = self.drain.open().max(1);
-        // Relaxed, here and in regain_files: these steer a retry, and a stale value only
-        // moves one retry by a close; the close that re-settles reads `max_open` after it.
-        self.max_open.store(open, Ordering::Relaxed);
-        let wait = (self.retry_after.load(Ordering::Relaxed).saturating_mul(2)).clamp(1, 1 << 20);
-        self.retry_after.store(wait, Ordering::Relaxed);
-        self.closes_before_retry.store(wait, Ordering::Relaxed);
-        if wait == 1 {
+        if let Lowered::First(open) = self.files.failed(self.drain.open()) {
             crate::mpm_log!(
                 level::WARNING,
                 0,
                 "RW00042: accept found no free descriptor with {open} connections open: this child takes no more until some of them close (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
-            );
-        }
-    }
-
-    /// A close while the child is lowered for EMFILE: after as many closes as the lowering
-    /// asked for, the full budget again (`out_of_files`).
-    fn regain_files(&self) {
-        // Relaxed: see out_of_files.
-        let left = self.closes_before_retry.load(Ordering::Relaxed);
-        if left == 0 {
-            return;
-        }
-        if left == 1 && self.closes_before_retry.swap(0, Ordering::Relaxed) == 1 {
-            self.max_open.store(self.budget_open, Ordering::Relaxed);
-        } else if left > 1 {
-            let _ = self.closes_before_retry.compare_exchange(
-                left,
-                left - 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
             );
         }
     }
