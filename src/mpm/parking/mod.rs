@@ -375,11 +375,16 @@ impl Parking {
 
     /// Whether the child takes new connections now.
     fn accepting(&self) -> bool {
+        self.accepting_at(self.at_file_limit())
+    }
+
+    /// [`Parking::accepting`], given whether the child is at its file limit.
+    fn accepting_at(&self, file_limit: bool) -> bool {
         // Relaxed `broken`: set once; a worker that reads it late accepts once more, and
         // fails as the first did.
         !self.drain.is_stopping()
             && !self.broken.load(Ordering::Relaxed)
-            && !self.at_file_limit()
+            && !file_limit
             && !self.budget.spent()
     }
 
@@ -401,13 +406,16 @@ impl Parking {
     fn apply_registrations(&self) {
         let relay = self.relay.as_ref();
         // Whether the gates belong in the set; when the file limit says no, the flag says so
-        // (for `closed`), set by the thread that decides, before it takes them out.
+        // (for `closed`), set by the thread that decides, before it takes them out. One
+        // reading of the limit for both: with two, a close between them could see no flag
+        // while this holder took the gates out for the limit it read first, and nobody
+        // would put them back.
         let wanted = || {
-            let ok = self.accepting();
-            if !ok && self.at_file_limit() {
+            let at_limit = self.at_file_limit();
+            if at_limit {
                 self.files_blocked.store(true, Ordering::Relaxed);
             }
-            ok
+            self.accepting_at(at_limit)
         };
         self.serial.run(|h| loop {
             // A ring this set takes itself (its relay is still in) is passed on when the
