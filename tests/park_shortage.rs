@@ -115,30 +115,64 @@ fn asking(s: &Server) -> RawConn {
     c
 }
 
-/// Waits until `child` is about to close no descriptor of its own accord: no connection on
-/// the server's port that the client closed and the child has not (CLOSE_WAIT: the start's
-/// readiness probe), no file of the document root still open (a response's file closes as
-/// its request pool goes, which may come after the client read the response). A module
-/// that sets the open-file limit at the lowest free descriptor holds only while nothing
-/// below it is closed.
+/// Waits until `child` is about to close no descriptor of its own accord: each of its
+/// sockets listens or is an established connection (not one the client closed and the child
+/// has not: the start's readiness probe, in CLOSE_WAIT, then LAST_ACK after the child's
+/// shutdown, then out of the kernel's tables while the child has yet to close it), and no
+/// file of the document root is still open (a response's file closes as its request pool
+/// goes, which may come after the client read the response). A module that sets the
+/// open-file limit at the lowest free descriptor holds only while nothing below it closes.
 fn wait_until_quiet(s: &Server, child: i32) {
-    let port = s.addr().rsplit(':').next().unwrap().parse::<u16>().unwrap();
-    let local = format!(":{port:04X} ");
     let docs = s.root().join("htdocs");
-    let quiet = || {
-        let closing = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|t| {
-            std::fs::read_to_string(t).unwrap_or_default().lines().any(|l| {
+    // Socket inodes by TCP state ("0A" listening, "01" established), and those of every
+    // other kind of socket.
+    let tables = || {
+        let mut tcp = std::collections::HashMap::new();
+        let mut other = std::collections::HashSet::new();
+        for t in [
+            "tcp", "tcp6", "udp", "udp6", "raw", "raw6", "netlink", "unix",
+        ] {
+            let text = std::fs::read_to_string(format!("/proc/net/{t}")).unwrap_or_default();
+            // Where each table has the inode.
+            let at = if t == "unix" { 6 } else { 9 };
+            for l in text.lines().skip(1) {
                 let f: Vec<&str> = l.split_whitespace().collect();
-                f.len() > 3 && format!("{} ", f[1]).ends_with(&local) && f[3] == "08"
+                let Some(inode) = f.get(at).map(|i| i.to_string()) else {
+                    continue;
+                };
+                if t.starts_with("tcp") {
+                    tcp.insert(inode, f[3].to_string());
+                } else {
+                    other.insert(inode);
+                }
+            }
+        }
+        (tcp, other)
+    };
+    let quiet = || {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{child}/fd")) else {
+            return false;
+        };
+        let targets: Vec<PathBuf> = dir
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .collect();
+        if targets.iter().any(|l| l.starts_with(&docs)) {
+            return false;
+        }
+        let (tcp, other) = tables();
+        targets
+            .iter()
+            .filter_map(|l| {
+                let l = l.to_str()?;
+                l.strip_prefix("socket:[")?
+                    .strip_suffix(']')
+                    .map(str::to_string)
             })
-        });
-        let files_open = std::fs::read_dir(format!("/proc/{child}/fd"))
-            .map(|d| {
-                d.flatten()
-                    .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.starts_with(&docs)))
+            .all(|inode| match tcp.get(&inode) {
+                Some(state) => state == "0A" || state == "01",
+                None => other.contains(&inode),
             })
-            .unwrap_or(false);
-        !closing && !files_open
     };
     assert!(
         wait_until(Duration::from_secs(20), quiet),

@@ -63,7 +63,7 @@ use crate::mpm::status::Counter;
 use classes::Classes;
 use gate::{Gate, Inside};
 use relay::Relay;
-use shortage::{Lowered, Shortage};
+use shortage::{Epoch, Failure, Shortage};
 use states::{rule, ConnState, LINGER, SHORT_LINGER, STOP_KEEP_ALIVE};
 
 /// The bell's key in the set.
@@ -467,6 +467,7 @@ impl Parking {
                 broken = true;
                 break;
             };
+            let epoch = self.files.epoch();
             match inside.accept(&mut pool) {
                 Accepted::Socket(sock) => {
                     self.opened();
@@ -487,8 +488,10 @@ impl Parking {
                         Accepted::Empty => {}
                         // Holding nothing, the child cannot serve at all: it retires, sick,
                         // as the stock MPMs' children do at any EMFILE.
-                        Accepted::OutOfFiles if self.drain.open() == 0 => broken = true,
-                        Accepted::OutOfFiles => self.out_of_files(),
+                        Accepted::OutOfFiles => match self.drain.open() {
+                            0 => broken = true,
+                            open => self.out_of_files(open, epoch),
+                        },
                         Accepted::Broken => broken = true,
                         // Interrupted, or the client left first: look again.
                         Accepted::Nothing | Accepted::Socket(_) => continue,
@@ -511,7 +514,7 @@ impl Parking {
             self.settle(g);
         }
         if conn.is_some() {
-            self.files.accepted();
+            self.files.accepted(self.drain.open());
         }
         match (conn, broken) {
             (Some((conn, how)), _) => Woken::New { conn, how },
@@ -705,14 +708,18 @@ impl Parking {
         self.files.at_limit(self.drain.open())
     }
 
-    /// Accept met EMFILE or ENFILE while the child holds connections: it takes no more
-    /// until some close (`shortage`).
-    fn out_of_files(&self) {
-        if let Lowered::First(open) = self.files.failed(self.drain.open()) {
+    /// An accept that began at `epoch` met EMFILE or ENFILE while the child holds `open`
+    /// connections: it takes no more until some close (`shortage`).
+    fn out_of_files(&self, open: usize, epoch: Epoch) {
+        if let Failure::Lowered { open, closes } = self.files.failed(open, epoch) {
+            let closes = match closes {
+                1 => "one of them closes".to_string(),
+                n => format!("{n} of them close"),
+            };
             crate::mpm_log!(
                 level::WARNING,
                 0,
-                "RW00042: accept found no free descriptor with {open} connections open: this child takes no more until some of them close (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
+                "RW00042: accept found no free descriptor with {open} connections open: this child takes no more until {closes} (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
             );
         }
     }
