@@ -123,7 +123,8 @@ fn asking(s: &Server) -> RawConn {
 /// goes, which may come after the client read the response). A module that sets the
 /// open-file limit at the lowest free descriptor holds only while nothing below it closes.
 fn wait_until_quiet(s: &Server, child: i32) {
-    let docs = s.root().join("htdocs");
+    // As the kernel names the files a descriptor holds.
+    let docs = s.root().join("htdocs").canonicalize().unwrap();
     // Socket inodes by TCP state ("0A" listening, "01" established), and those of every
     // other kind of socket.
     let tables = || {

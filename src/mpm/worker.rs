@@ -262,11 +262,7 @@ impl Worker {
         let rt = self.rt;
         match AsyncConn::create(&self.thd, conn.sock, conn.ptrans, rt.slot, self.tn, self.id) {
             Ok(c) => self.run_async(c, Some(gate), p, w),
-            Err(mut pool) => {
-                p.closed();
-                pool.clear();
-                Some(pool)
-            }
+            Err(pool) => closed(p, cleared(pool)),
         }
     }
 
@@ -286,10 +282,7 @@ impl Worker {
     /// that timed out is closed.
     fn expire(&self, parked: Parked, p: &Parking, w: &mut Waiter) -> Option<Pool> {
         match parked.state {
-            ParkState::Linger { .. } => {
-                p.closed();
-                Some(cleared(parked.conn.close(true)))
-            }
+            ParkState::Linger { .. } => closed(p, cleared(parked.conn.close(true))),
             ParkState::KeepAlive | ParkState::WaitIo { .. } => {
                 let mut c = parked.conn;
                 c.resume(&self.thd, self.rt.slot, self.tn, self.id);
@@ -399,8 +392,7 @@ impl Worker {
             // Could not be armed: close it here.
             Err(mut c) => {
                 c.resume(&self.thd, self.rt.slot, self.tn, self.id);
-                p.closed();
-                Some(cleared(c.lingering_close_here()))
+                closed(p, cleared(c.lingering_close_here()))
             }
         }
     }
@@ -427,8 +419,7 @@ impl Worker {
             return self.park(c, ParkState::Linger { short }, p, w);
         }
         self.rt.threads.set_worker_fd(self.t, -1);
-        p.closed();
-        Some(cleared(c.close(false)))
+        closed(p, cleared(c.close(false)))
     }
 
     /// A parked lingering close whose socket is readable: reads what came; done when the
@@ -437,14 +428,10 @@ impl Worker {
         if !parked.conn.drain() {
             match p.linger_on(w, parked) {
                 Ok(()) => return None,
-                Err(c) => {
-                    p.closed();
-                    return Some(cleared(c.close(true)));
-                }
+                Err(c) => return closed(p, cleared(c.close(true))),
             }
         }
-        p.closed();
-        Some(cleared(parked.conn.close(true)))
+        closed(p, cleared(parked.conn.close(true)))
     }
 }
 
@@ -463,6 +450,16 @@ fn client_done(c: &mut AsyncConn, wait_here: Option<Duration>) -> bool {
 }
 
 /// A pool, cleared for recycling.
+/// A parking child's connection is gone, its socket closed and `pool` cleared: only now
+/// does the child count the close (and hand `pool` on). A close can let the child accept
+/// again (below its open-file bound, or the closes an EMFILE shortage waits for); counted
+/// before its descriptor was free, a worker woken by it met EMFILE again, lowered the
+/// child once more, and the shortage's back-off never built up.
+fn closed(p: &Parking, pool: Pool) -> Option<Pool> {
+    p.closed();
+    Some(pool)
+}
+
 fn cleared(mut p: Pool) -> Pool {
     p.clear();
     p
