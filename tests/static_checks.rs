@@ -189,3 +189,13 @@ fn async_request_worker_factor_from_event_is_accepted_with_a_notice() {
         "AsyncRequestWorkerFactor 0:\n{text}"
     );
 }
+
+/// The README stays a first read: the default's story first, at most 250 lines (history
+/// goes to docs/history.md, figures to bench/). It grew past the bar once unnoticed.
+#[test]
+fn readme_is_at_most_250_lines() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= 250, "README.md has {lines} lines (at most 250)");
+}
