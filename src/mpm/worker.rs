@@ -449,7 +449,6 @@ fn client_done(c: &mut AsyncConn, wait_here: Option<Duration>) -> bool {
     c.drain()
 }
 
-/// A pool, cleared for recycling.
 /// A parking child's connection is gone, its socket closed and `pool` cleared: only now
 /// does the child count the close (and hand `pool` on). A close can let the child accept
 /// again (below its open-file bound, or the closes an EMFILE shortage waits for); counted
@@ -460,6 +459,7 @@ fn closed(p: &Parking, pool: Pool) -> Option<Pool> {
     Some(pool)
 }
 
+/// A pool, cleared for recycling.
 fn cleared(mut p: Pool) -> Pool {
     p.clear();
     p
