@@ -397,7 +397,8 @@ fn graceful_stop_refuses_new_clients_while_the_child_drains() {
     load.join().unwrap();
     assert!(
         refused,
-        "new clients still connect 5 s after -k graceful-stop\n{}",
+        "new clients still connect 5 s after -k graceful-stop\n{}\n{}",
+        who_listens_on(s.port, child),
         s.error_log()
     );
     assert!(
@@ -851,4 +852,65 @@ fn busy_keep_alive_connections_outlive_their_first_timeout_entry_and_quiet_ones_
         !log.contains("RW00032") && !log.contains("RW00033"),
         "{log}"
     );
+}
+
+/// For a failure message: which processes hold a socket listening on `port` (by inode,
+/// over every /proc/<pid>/fd), and the state and kernel wait channel of each of `child`'s
+/// threads.
+fn who_listens_on(port: u16, child: i32) -> String {
+    let local = format!(":{port:04X}");
+    let mut inodes = Vec::new();
+    for t in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for l in std::fs::read_to_string(t)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+        {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() > 9 && f[1].ends_with(&local) && f[3] == "0A" {
+                inodes.push(format!("socket:[{}]", f[9]));
+            }
+        }
+    }
+    let mut out = format!("listening sockets on port {port}: {inodes:?}\n");
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten();
+        for fd in fds {
+            let target = std::fs::read_link(fd.path()).unwrap_or_default();
+            if inodes.iter().any(|i| target.to_string_lossy() == *i) {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                out += &format!(
+                    "  held by pid {pid} ({}) fd {}\n",
+                    comm.trim(),
+                    fd.file_name().to_string_lossy()
+                );
+            }
+        }
+    }
+    out += &format!("threads of child {child}:\n");
+    let tasks = std::fs::read_dir(format!("/proc/{child}/task"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    for t in tasks {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
+        // The state follows the parenthesised name.
+        let state = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or("?");
+        out += &format!(
+            "  tid {} state {state} wchan {wchan}\n",
+            t.file_name().to_string_lossy()
+        );
+    }
+    out
 }
