@@ -901,6 +901,9 @@ fn who_listens_on(port: u16, child: i32) -> String {
     for t in tasks {
         let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
         let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
+        // The system call it sleeps in and its arguments (for poll: the array, how many
+        // descriptors, the timeout).
+        let syscall = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
         // The state follows the parenthesised name.
         let state = stat
             .rsplit(") ")
@@ -908,8 +911,9 @@ fn who_listens_on(port: u16, child: i32) -> String {
             .and_then(|r| r.split(' ').next())
             .unwrap_or("?");
         out += &format!(
-            "  tid {} state {state} wchan {wchan}\n",
-            t.file_name().to_string_lossy()
+            "  tid {} state {state} wchan {wchan} syscall {}\n",
+            t.file_name().to_string_lossy(),
+            syscall.trim()
         );
     }
     out
