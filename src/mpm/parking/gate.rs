@@ -184,12 +184,22 @@ impl Gate {
             self.registered.store(false, Ordering::Relaxed);
             pass_on();
         }
-        if self.inside.is_vacated() && !self.registered.load(Ordering::Relaxed) {
+        let vacated = self.inside.is_vacated();
+        let registered = self.registered.load(Ordering::Relaxed);
+        if vacated && !registered {
             // SAFETY: a close began and nobody is inside (read with Acquire, after the
             // leavers' Release, so no accept is running or will run), and the socket is
             // out of the set.
             unsafe { self.sock.close() };
             self.closed.store(true, Ordering::Relaxed);
+        }
+        if closing {
+            crate::mpm_log!(
+                level::DEBUG,
+                0,
+                "RW00051: closing listening socket {fd}: was in the set {was}, in it now {registered}, nobody in accept {vacated}, closed {}",
+                vacated && !registered
+            );
         }
     }
 }
