@@ -116,7 +116,11 @@ impl Gate {
         } else {
             1
         };
-        self.inside.enter(limit).then_some(Inside { gate: self })
+        // `then`, not `then_some`: an `Inside` built for a refused enter would leave on its
+        // drop. Until 2026-12-07 it did: a worker woken for the socket after a graceful
+        // stop began took one off the count of the workers inside, so the real last one
+        // out saw no close pending and nobody closed the socket until the child exited.
+        self.inside.enter(limit).then(|| Inside { gate: self })
     }
 
     /// No worker enters from now on; the socket closes once it is out of the set and the
