@@ -507,13 +507,6 @@ impl Parking {
         }
         // The last worker out of a closing gate closes it (in the settle).
         let last_out = inside.leave();
-        if g.is_closing() {
-            crate::mpm_log!(
-                level::DEBUG,
-                0,
-                "RW00052: a worker left accept on a closing listening socket (the last: {last_out})"
-            );
-        }
         // Out of the set if the child stopped accepting. Connections still queued need
         // nothing more: the set reports the socket to the next waiter while they are
         // (level-triggered, see `gate`).
