@@ -15,8 +15,9 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    idle_connections, parse_ab, pid_connection_peers_on, raise_fd_limit, read_response, run_ab,
-    spawn_ab, wait_parked, wait_until, Mpm, Server, ServerOpts, REQ,
+    idle_connections, parse_ab, pid_connection_peers_on, pids_listening_on, raise_fd_limit,
+    read_response, run_ab, spawn_ab, thread_report, wait_parked, wait_until, Mpm, Server,
+    ServerOpts, REQ,
 };
 
 /// MaxRequestWorkers 150 in 6 children of 25, all started, parking on.
@@ -854,67 +855,12 @@ fn busy_keep_alive_connections_outlive_their_first_timeout_entry_and_quiet_ones_
     );
 }
 
-/// For a failure message: which processes hold a socket listening on `port` (by inode,
-/// over every /proc/<pid>/fd), and the state and kernel wait channel of each of `child`'s
-/// threads.
+/// For a failure message: which processes hold the socket listening on `port`, and what
+/// each of `child`'s threads is doing.
 fn who_listens_on(port: u16, child: i32) -> String {
-    let local = format!(":{port:04X}");
-    let mut inodes = Vec::new();
-    for t in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        for l in std::fs::read_to_string(t)
-            .unwrap_or_default()
-            .lines()
-            .skip(1)
-        {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() > 9 && f[1].ends_with(&local) && f[3] == "0A" {
-                inodes.push(format!("socket:[{}]", f[9]));
-            }
-        }
-    }
-    let mut out = format!("listening sockets on port {port}: {inodes:?}\n");
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .into_iter()
-            .flatten()
-            .flatten();
-        for fd in fds {
-            let target = std::fs::read_link(fd.path()).unwrap_or_default();
-            if inodes.iter().any(|i| target.to_string_lossy() == *i) {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-                out += &format!(
-                    "  held by pid {pid} ({}) fd {}\n",
-                    comm.trim(),
-                    fd.file_name().to_string_lossy()
-                );
-            }
-        }
-    }
-    out += &format!("threads of child {child}:\n");
-    let tasks = std::fs::read_dir(format!("/proc/{child}/task"))
-        .into_iter()
-        .flatten()
-        .flatten();
-    for t in tasks {
-        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-        let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
-        // The system call it sleeps in and its arguments (for poll: the array, how many
-        // descriptors, the timeout).
-        let syscall = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
-        // The state follows the parenthesised name.
-        let state = stat
-            .rsplit(") ")
-            .next()
-            .and_then(|r| r.split(' ').next())
-            .unwrap_or("?");
-        out += &format!(
-            "  tid {} state {state} wchan {wchan} syscall {}\n",
-            t.file_name().to_string_lossy(),
-            syscall.trim()
-        );
-    }
-    out
+    format!(
+        "processes holding the listening socket on port {port}: {:?}\nthreads of child {child}:\n{}",
+        pids_listening_on(port),
+        thread_report(child)
+    )
 }

@@ -19,8 +19,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::{
-    idle_keep_alive_connections, raise_fd_limit, skip_unless_rworker, wait_until, RawConn, Server,
-    ServerOpts,
+    idle_keep_alive_connections, pid_sockets_settled, raise_fd_limit, skip_unless_rworker,
+    wait_until, RawConn, Server, ServerOpts,
 };
 
 /// Whether a test runs here (rworker only; `RWorkerKeepAlive` is its), with the test
@@ -125,55 +125,12 @@ fn asking(s: &Server) -> RawConn {
 fn wait_until_quiet(s: &Server, child: i32) {
     // As the kernel names the files a descriptor holds.
     let docs = s.root().join("htdocs").canonicalize().unwrap();
-    // Socket inodes by TCP state ("0A" listening, "01" established), and those of every
-    // other kind of socket.
-    let tables = || {
-        let mut tcp = std::collections::HashMap::new();
-        let mut other = std::collections::HashSet::new();
-        for t in [
-            "tcp", "tcp6", "udp", "udp6", "raw", "raw6", "netlink", "unix",
-        ] {
-            let text = std::fs::read_to_string(format!("/proc/net/{t}")).unwrap_or_default();
-            // Where each table has the inode.
-            let at = if t == "unix" { 6 } else { 9 };
-            for l in text.lines().skip(1) {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                let Some(inode) = f.get(at).map(|i| i.to_string()) else {
-                    continue;
-                };
-                if t.starts_with("tcp") {
-                    tcp.insert(inode, f[3].to_string());
-                } else {
-                    other.insert(inode);
-                }
-            }
-        }
-        (tcp, other)
-    };
     let quiet = || {
-        let Ok(dir) = std::fs::read_dir(format!("/proc/{child}/fd")) else {
-            return false;
-        };
-        let targets: Vec<PathBuf> = dir
-            .flatten()
-            .filter_map(|e| std::fs::read_link(e.path()).ok())
-            .collect();
-        if targets.iter().any(|l| l.starts_with(&docs)) {
-            return false;
-        }
-        let (tcp, other) = tables();
-        targets
-            .iter()
-            .filter_map(|l| {
-                let l = l.to_str()?;
-                l.strip_prefix("socket:[")?
-                    .strip_suffix(']')
-                    .map(str::to_string)
-            })
-            .all(|inode| match tcp.get(&inode) {
-                Some(state) => state == "0A" || state == "01",
-                None => other.contains(&inode),
-            })
+        let files_open = std::fs::read_dir(format!("/proc/{child}/fd")).map_or(true, |d| {
+            d.flatten()
+                .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.starts_with(&docs)))
+        });
+        !files_open && pid_sockets_settled(child)
     };
     assert!(
         wait_until(Duration::from_secs(20), quiet),

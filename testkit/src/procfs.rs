@@ -128,21 +128,92 @@ pub fn tcp_unclosed_on_port(port: u16) -> usize {
 /// at most once, but a reading that races other sockets opening and closing may miss it.
 /// A caller that needs every connection of a quiet process unites a few readings.
 pub fn pid_connection_peers_on(pid: i32, port: u16) -> BTreeSet<u16> {
+    let inodes = pid_socket_inodes(pid);
+    unclosed_peers_in_tables(port, Some(&inodes))
+        .iter()
+        .filter_map(|a| port_of(a))
+        .collect()
+}
+
+/// The inodes of the sockets process `pid` holds (empty if it is gone).
+fn pid_socket_inodes(pid: i32) -> BTreeSet<String> {
     let Ok(rd) = fs::read_dir(format!("/proc/{pid}/fd")) else {
         return BTreeSet::new();
     };
-    let inodes: BTreeSet<String> = rd
-        .flatten()
+    rd.flatten()
         .filter_map(|e| fs::read_link(e.path()).ok())
         .filter_map(|t| {
             let t = t.to_string_lossy();
             Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
         })
-        .collect();
-    unclosed_peers_in_tables(port, Some(&inodes))
-        .iter()
-        .filter_map(|a| port_of(a))
         .collect()
+}
+
+/// Whether every socket process `pid` holds is settled: a TCP socket that listens or is
+/// established, or a socket of another kind (UDP, raw, netlink, unix). Not settled: a TCP
+/// connection on its way out that the process has yet to close (CLOSE_WAIT, LAST_ACK, ...,
+/// or closed by the kernel and out of its tables while the descriptor stays open). False
+/// if the process is gone.
+pub fn pid_sockets_settled(pid: i32) -> bool {
+    if !alive(pid) {
+        return false;
+    }
+    let mut tcp = std::collections::HashMap::new();
+    let mut other = BTreeSet::new();
+    for t in [
+        "tcp", "tcp6", "udp", "udp6", "raw", "raw6", "netlink", "unix",
+    ] {
+        let text = fs::read_to_string(format!("/proc/net/{t}")).unwrap_or_default();
+        // The inode's column: 6 in the unix table, 9 in the others.
+        let at = if t == "unix" { 6 } else { 9 };
+        for l in text.lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let Some(inode) = f.get(at).map(|i| i.to_string()) else {
+                continue;
+            };
+            if t.starts_with("tcp") {
+                tcp.insert(inode, f[3].to_string());
+            } else {
+                other.insert(inode);
+            }
+        }
+    }
+    pid_socket_inodes(pid)
+        .iter()
+        .all(|inode| match tcp.get(inode) {
+            // LISTEN, ESTABLISHED.
+            Some(state) => state == "0A" || state == "01",
+            None => other.contains(inode),
+        })
+}
+
+/// The processes holding the listening socket on 127.0.0.1:`port`.
+pub fn pids_listening_on(port: u16) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|&p| pid_listens_on(p, port))
+        .collect()
+}
+
+/// One line per thread of `pid`: its id, state, kernel wait channel and the system call
+/// it is in with its arguments (`/proc/<pid>/task/*/syscall`): for a failure message about
+/// a process that does not do what it should.
+pub fn thread_report(pid: i32) -> String {
+    let Ok(rd) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("process {pid} is gone\n");
+    };
+    let mut out = String::new();
+    for t in rd.flatten() {
+        let read = |f: &str| fs::read_to_string(t.path().join(f)).unwrap_or_default();
+        let state = parse_stat(&read("stat")).map_or('?', |s| s.state);
+        out += &format!(
+            "  tid {} state {state} wchan {} syscall {}\n",
+            t.file_name().to_string_lossy(),
+            read("wchan").trim(),
+            read("syscall").trim()
+        );
+    }
+    out
 }
 
 /// The peer addresses (as the tables write them) of the unclosed sockets on `port`, as a
@@ -243,6 +314,27 @@ mod tests {
             })
         );
         assert_eq!(parse_stat("1234 (x) S 1"), None);
+    }
+
+    #[test]
+    fn this_process_listens_reports_its_threads_and_its_sockets_are_settled() {
+        let me = std::process::id() as i32;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_eq!(pids_listening_on(port), vec![me]);
+        let report = thread_report(me);
+        assert!(report.contains(" state ") && report.contains(" syscall "), "{report}");
+        assert!(pid_sockets_settled(me), "a listening socket is settled");
+        // A connection the peer closed and this process has not: CLOSE_WAIT.
+        let c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (accepted, _) = l.accept().unwrap();
+        drop(c);
+        assert!(crate::wait::wait_until(std::time::Duration::from_secs(10), || {
+            !pid_sockets_settled(me)
+        }));
+        drop(accepted);
+        drop(l);
+        assert!(pids_listening_on(port).is_empty());
     }
 
     #[test]

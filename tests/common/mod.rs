@@ -31,7 +31,8 @@ pub use rworker_testkit::error_log::{crash_lines, log_level};
 pub use rworker_testkit::httpd::APACHE2;
 pub use rworker_testkit::procfs::{
     alive as pid_alive, all_pids, children_of, cmdline, cpu_ticks, listen_backlog,
-    pid_connection_peers_on, pid_listens_on, proc_state,
+    pid_connection_peers_on, pid_listens_on, pid_sockets_settled, pids_listening_on, proc_state,
+    thread_report,
 };
 pub use rworker_testkit::wait::wait_until;
 pub use rworker_testkit::wrk::WrkResult;
