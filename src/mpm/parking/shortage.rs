@@ -50,12 +50,12 @@ const fn mask(bits: u32) -> u64 {
 /// The shortage's state (see the module doc), packed into one word.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct State {
-    /// The fewest connections a failure found the child holding in this episode (0: no
-    /// episode).
+    /// The fewest connections a failure found the child holding in this episode (read
+    /// only while `lowerings` > 0).
     level: u32,
     /// Closes still to wait for before the full budget (0: at full budget).
     closes_left: u32,
-    /// Lowerings from the full budget in this episode.
+    /// Lowerings from the full budget in this episode (0: no episode).
     lowerings: u32,
     /// Counts (wrapping) the times the full budget came back.
     epoch: u32,
@@ -157,13 +157,13 @@ impl Shortage {
                 s.level = s.level.min(open);
                 return Some(Failure::AlreadyLowered);
             }
-            s.lowerings = (s.lowerings + 1).min(MAX_LOWERINGS);
-            s.closes_left = 1 << (s.lowerings - 1);
-            s.level = if s.level == 0 {
+            s.level = if s.lowerings == 0 {
                 open
             } else {
                 s.level.min(open)
             };
+            s.lowerings = (s.lowerings + 1).min(MAX_LOWERINGS);
+            s.closes_left = 1 << (s.lowerings - 1);
             Some(Failure::Lowered {
                 open: open as usize,
                 closes: s.closes_left,
