@@ -171,7 +171,8 @@ mod tests {
         assert!(c.contains("Listen 127.0.0.2:2 https"));
         assert!(c.contains("LoadModule mpm_rworker_module /x.so"));
         assert!(
-            !c.lines().any(|l| l.trim_start().starts_with("RWorkerKeepAlive")),
+            !c.lines()
+                .any(|l| l.trim_start().starts_with("RWorkerKeepAlive")),
             "park is the default: {c}"
         );
     }

@@ -21,7 +21,7 @@ use crate::sys;
 
 /// What the connection's process_connection hooks asked for, normalised as event does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
+pub enum Asked {
     /// Flush what the filters hold, then wait for the next request (keep-alive).
     WriteCompletion,
     /// Wait until the socket is readable (`read`) or writable, then run the hooks again.
@@ -140,12 +140,12 @@ impl AsyncConn {
     /// Runs the connection's protocol once (`ap_run_process_connection`: one request for
     /// HTTP/1, until idle for h2) and returns what it asked for, normalised: a state the
     /// MPM does not handle, an error, or an aborted connection all mean lingering close.
-    pub fn process(&mut self) -> Next {
+    pub fn process(&mut self) -> Asked {
         let (c, cs) = (self.c(), self.cs.as_ptr());
         // SAFETY: the connection is ours; cs lives in ptrans.
         unsafe {
             if (*c).aborted != 0 {
-                return Next::Linger;
+                return Asked::Linger;
             }
             (*cs).state = sys::conn_state_e_CONN_STATE_PROCESSING;
             let mut rc = sys::ap_run_process_connection(c);
@@ -161,17 +161,17 @@ impl AsyncConn {
                 }
             }
             if rc != sys::OK as c_int || (*c).aborted != 0 {
-                return Next::Linger;
+                return Asked::Linger;
             }
             match state {
-                sys::conn_state_e_CONN_STATE_WRITE_COMPLETION => Next::WriteCompletion,
+                sys::conn_state_e_CONN_STATE_WRITE_COMPLETION => Asked::WriteCompletion,
                 sys::conn_state_e_CONN_STATE_ASYNC_WAITIO => {
                     let read = (*cs).sense != sys::conn_sense_e_CONN_SENSE_WANT_WRITE;
                     (*cs).sense = sys::conn_sense_e_CONN_SENSE_DEFAULT;
-                    Next::WaitIo { read }
+                    Asked::WaitIo { read }
                 }
-                sys::conn_state_e_CONN_STATE_SUSPENDED => Next::Suspended,
-                _ => Next::Linger,
+                sys::conn_state_e_CONN_STATE_SUSPENDED => Asked::Suspended,
+                _ => Asked::Linger,
             }
         }
     }
@@ -332,19 +332,11 @@ impl AsyncConn {
         self.ptrans
     }
 
-    /// Lingering close the way the core does it on a blocking socket (up to 2 s or 30 s
-    /// on this thread), then gives back the pool: for a stopping child.
-    pub fn lingering_close_here(self) -> Pool {
-        // SAFETY: the connection is ours; ap_lingering_close closes the socket.
-        unsafe { sys::ap_lingering_close(self.c()) };
-        self.ptrans
-    }
-
     /// Blocks until the socket is readable (`read`) or writable, up to `timeout`; false
-    /// on timeout or error. A signal does not end the wait: a stop's re-signal can land on
-    /// a worker that has just left its idle wait for this one, and ending it there aborted
-    /// the response being written. An immediate stop still ends it at once, by shutting
-    /// the socket down under it.
+    /// on timeout or error. For the worker's short waits (the next request of a busy
+    /// client, a FIN that is on its way). A signal does not end the wait: a stop's
+    /// re-signal can land on a worker that has just left its idle wait for this one. An
+    /// immediate stop still ends it at once, by shutting the socket down under it.
     pub fn wait_ready(&self, read: bool, timeout: Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         loop {

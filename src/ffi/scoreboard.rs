@@ -111,6 +111,8 @@ pub fn connections(slot: c_int) -> u32 {
 pub enum AsyncField {
     /// Open connections (`ConnsTotal`).
     Connections,
+    /// Parked in write completion (`ConnsAsyncWriting`).
+    WriteCompletion,
     /// Parked between requests (`ConnsAsyncKeepAlive`).
     KeepAlive,
     /// Parked in a lingering close (`ConnsAsyncClosing`).
@@ -155,6 +157,7 @@ fn async_count<R>(slot: c_int, field: AsyncField, f: impl FnOnce(&AtomicU32) -> 
     unsafe {
         let field = match field {
             AsyncField::Connections => addr_of_mut!((*p).connections),
+            AsyncField::WriteCompletion => addr_of_mut!((*p).write_completion),
             AsyncField::KeepAlive => addr_of_mut!((*p).keep_alive),
             AsyncField::LingeringClose => addr_of_mut!((*p).lingering_close),
             AsyncField::WaitIo => addr_of_mut!((*p).wait_io),

@@ -33,7 +33,7 @@ pub enum Handoff {
 }
 
 /// What a worker's [`Handoff::pop`] gave.
-pub enum Next {
+pub enum Handed {
     /// A connection to serve.
     Conn(Conn),
     /// Woken without one (an immediate stop interrupts every waiter): look again.
@@ -113,17 +113,17 @@ impl Handoff {
     }
 
     /// Worker: the next connection.
-    pub fn pop(&self) -> Next {
+    pub fn pop(&self) -> Handed {
         match self {
             Handoff::Atomic { fdq, .. } => match fdq.pop() {
-                Ok(c) => Next::Conn(c),
-                Err(PopError::Terminated) => Next::Terminated,
-                Err(PopError::Interrupted) | Err(PopError::Empty) => Next::Interrupted,
+                Ok(c) => Handed::Conn(c),
+                Err(PopError::Terminated) => Handed::Terminated,
+                Err(PopError::Interrupted) | Err(PopError::Empty) => Handed::Interrupted,
             },
             Handoff::Apr(q) => match q.pop() {
-                Popped::Connection(sock, ptrans) => Next::Conn(Conn { sock, ptrans }),
-                Popped::Interrupted => Next::Interrupted,
-                Popped::Terminated => Next::Terminated,
+                Popped::Connection(sock, ptrans) => Handed::Conn(Conn { sock, ptrans }),
+                Popped::Interrupted => Handed::Interrupted,
+                Popped::Terminated => Handed::Terminated,
             },
         }
     }

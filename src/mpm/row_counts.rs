@@ -38,6 +38,8 @@ use crate::sys;
 pub enum Count {
     /// Open connections (`ConnsTotal`'s share).
     Connections,
+    /// Parked in write completion (`ConnsAsyncWriting`).
+    WriteCompletion,
     /// Parked between requests (`ConnsAsyncKeepAlive`).
     KeepAlive,
     /// Parked in a lingering close (`ConnsAsyncClosing`).
@@ -46,7 +48,7 @@ pub enum Count {
     WaitIo,
     /// Taken over by a module (`CONN_STATE_SUSPENDED`).
     Suspended,
-    /// Parked, all three kinds (`RWorkerParked`).
+    /// Parked, every kind (`RWorkerParked`).
     Parked,
     /// Idle workers (`RWorkerIdlers`).
     IdleWorkers,
@@ -54,7 +56,7 @@ pub enum Count {
     AtFileLimit,
 }
 
-const COUNTS: usize = 8;
+const COUNTS: usize = 9;
 
 impl Count {
     /// Where the count is shown: a field of the scoreboard's process row, or a counter of
@@ -62,6 +64,7 @@ impl Count {
     fn place(self) -> Place {
         match self {
             Count::Connections => Place::Scoreboard(AsyncField::Connections),
+            Count::WriteCompletion => Place::Scoreboard(AsyncField::WriteCompletion),
             Count::KeepAlive => Place::Scoreboard(AsyncField::KeepAlive),
             Count::LingeringClose => Place::Scoreboard(AsyncField::LingeringClose),
             Count::WaitIo => Place::Scoreboard(AsyncField::WaitIo),
@@ -193,6 +196,7 @@ impl RowCounts {
 
 const ALL: [Count; COUNTS] = [
     Count::Connections,
+    Count::WriteCompletion,
     Count::KeepAlive,
     Count::LingeringClose,
     Count::WaitIo,

@@ -11,23 +11,26 @@
 
 use std::ops::ControlFlow;
 use std::os::raw::{c_int, c_long};
+use std::os::unix::io::RawFd;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::ffi::async_conn::{AsyncConn, Flush, Next as Step};
+use rworker_queue::publish_then_check;
+
+use crate::ffi::async_conn::{Asked, AsyncConn, Flush};
 use crate::ffi::pool::Pool;
 use crate::ffi::scoreboard::{self, status};
 use crate::ffi::thread::{self, CurrentThread};
 use crate::ffi::{panic, signal};
 use crate::mpm::conn::Conn;
-use crate::mpm::handoff::Next;
-use crate::mpm::parking::states::{rule, ConnState};
+use crate::mpm::handoff::Handed;
+use crate::mpm::parking::states::ConnState;
 use crate::mpm::parking::{GateIndex, ParkState, Parked, Parking, Waiter, Woken};
 use crate::mpm::query;
 use crate::mpm::row_counts::Count;
 use crate::mpm::runtime::{ChildRuntime, StopMode, WORKER_SIGNAL};
 use crate::mpm::status::Counter;
-use crate::mpm::worker_accept::{Next as Accepted, WorkerAccept};
+use crate::mpm::worker_accept::{WorkerAccept, WorkerAccepted};
 
 /// Test hook: with `RWORKER_TEST_PANIC_FILE=/some/path` in httpd's environment, the worker
 /// that manages to delete that file panics while serving its connection, so tests can
@@ -156,14 +159,14 @@ impl Worker {
         while !rt.shutdown.is_stopping() {
             scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
             match acc.next(rt, self.t, ptrans.take()) {
-                Accepted::Conn(conn) => {
+                WorkerAccepted::Conn(conn) => {
                     if self.take(conn, &mut ptrans).is_break() {
                         break;
                     }
                     yield_between_connections();
                 }
-                Accepted::Again(p) => ptrans = Some(p),
-                Accepted::Stop => break,
+                WorkerAccepted::Again(p) => ptrans = Some(p),
+                WorkerAccepted::Stop => break,
             }
         }
         ptrans
@@ -196,10 +199,10 @@ impl Worker {
         rt.rows.set(Count::IdleWorkers, rt.handoff.idlers() as i64);
         loop {
             match self.rt.handoff.pop() {
-                Next::Conn(conn) => return Some(conn),
-                Next::Terminated => return None,
-                Next::Interrupted if self.rt.shutdown.workers_must_exit() => return None,
-                Next::Interrupted => {}
+                Handed::Conn(conn) => return Some(conn),
+                Handed::Terminated => return None,
+                Handed::Interrupted if self.rt.shutdown.workers_must_exit() => return None,
+                Handed::Interrupted => {}
             }
         }
     }
@@ -211,14 +214,14 @@ impl Worker {
         let mut w = p.waiter(self.t, &rt.handoff)?;
         loop {
             scoreboard::set_thread_status(rt.slot, self.tn, status::READY);
-            let pool = match p.wait(&mut w) {
+            let outcome = match p.wait(&mut w) {
                 Woken::Exit => break,
-                Woken::Nothing => None,
+                Woken::Nothing => Outcome::Away,
                 Woken::Broken => {
                     // ap_unixd_accept logged why: a resource shortage.
                     rt.shutdown.mark_sick();
                     rt.ask_main_thread_to_stop(StopMode::Graceful);
-                    None
+                    Outcome::Away
                 }
                 Woken::New { conn, how } => {
                     rt.counters.add(Counter::Connections, 1);
@@ -228,62 +231,97 @@ impl Worker {
                         // the child retires gracefully.
                         rt.ask_main_thread_to_stop(StopMode::Graceful);
                     }
-                    if injected_panic_due() {
-                        panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
+                    if self.must_drop(conn.sock.os_fd()) {
+                        rt.threads.set_worker_fd(self.t, -1);
+                        closed(p, conn.drop_unserved())
+                    } else {
+                        if injected_panic_due() {
+                            panic!("RWORKER_TEST_PANIC_FILE asked this worker to panic");
+                        }
+                        self.serve_new(conn, how.gate, p, &mut w)
                     }
-                    self.serve_new(conn, how.gate, p, &mut w)
+                }
+                Woken::Ready(parked) if self.must_drop(parked.conn.fd()) => {
+                    self.drop_parked(parked, p)
                 }
                 Woken::Ready(parked) => self.resume(parked, p, &mut w),
+                Woken::Expired(parked) if self.must_drop(parked.conn.fd()) => {
+                    self.drop_parked(parked, p)
+                }
                 Woken::Expired(parked) => self.expire(parked, p, &mut w),
             };
-            // A connection was closed on this worker (its pool came back).
-            let closed = pool.is_some();
-            self.recycle(pool);
+            let closed_here = match outcome {
+                Outcome::Closed(pool) => {
+                    // See `Waiter`: an idle worker keeps no pool.
+                    rt.handoff.recycle(pool);
+                    true
+                }
+                Outcome::Away => false,
+            };
             if rt.shutdown.workers_must_exit() {
                 break;
             }
-            if closed {
+            if closed_here {
                 yield_between_connections();
             }
         }
         None
     }
 
-    /// A pool that a connection left on this worker: recycled (see `Waiter`).
-    fn recycle(&self, pool: Option<Pool>) {
-        if let Some(p) = pool {
-            self.rt.handoff.recycle(p);
-        }
+    /// This worker takes the connection on `fd`: publishes the descriptor (an immediate
+    /// stop shuts it down under the worker), then looks whether such a stop began; true
+    /// when it did, and the connection is to be closed unserved. Against the stop, which
+    /// marks itself, then shuts down the published descriptors (`signal_threads`): either
+    /// the stop cuts this connection, or this worker sees the stop; a connection claimed
+    /// just after the stop cannot hold it until the parent's reclaim.
+    fn must_drop(&self, fd: RawFd) -> bool {
+        publish_then_check(
+            || self.rt.threads.set_worker_fd(self.t, fd),
+            |()| self.rt.shutdown.workers_must_exit(),
+        )
+    }
+
+    /// A parked connection claimed during an immediate stop: closed unserved.
+    fn drop_parked(&self, parked: Parked, p: &Parking) -> Outcome {
+        self.rt.threads.set_worker_fd(self.t, -1);
+        closed(p, parked.conn.close(true))
     }
 
     /// A connection this worker accepted on `gate`: its connection state, then its first
     /// request.
-    fn serve_new(&self, conn: Conn, gate: GateIndex, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+    fn serve_new(&self, conn: Conn, gate: GateIndex, p: &Parking, w: &mut Waiter) -> Outcome {
         let rt = self.rt;
         match AsyncConn::create(&self.thd, conn.sock, conn.ptrans, rt.slot, self.tn, self.id) {
-            Ok(c) => self.run_async(c, Some(gate), p, w),
-            Err(pool) => closed(p, cleared(pool)),
+            Ok(c) => self.run_async(c, Step::Process, Some(gate), p, w),
+            Err(pool) => {
+                rt.threads.set_worker_fd(self.t, -1);
+                closed(p, pool)
+            }
         }
     }
 
-    /// A parked connection this worker claimed because its socket is ready.
-    fn resume(&self, parked: Parked, p: &Parking, w: &mut Waiter) -> Option<Pool> {
-        let rt = self.rt;
-        if let ParkState::Linger { .. } = parked.state {
-            return self.linger_on(parked, p, w);
-        }
+    /// A parked connection this worker claimed because its socket is ready: its flush goes
+    /// on (write completion), its protocol runs again (keep-alive, a module's I/O wait), or
+    /// its lingering close reads what came.
+    fn resume(&self, parked: Parked, p: &Parking, w: &mut Waiter) -> Outcome {
+        let step = match parked.state {
+            ParkState::Linger { .. } => return self.linger_on(parked, p, w),
+            ParkState::WriteCompletion { read } => Step::In(ConnState::WriteCompletion { read }),
+            ParkState::KeepAlive | ParkState::WaitIo { .. } => Step::Process,
+        };
         let mut c = parked.conn;
-        c.resume(&self.thd, rt.slot, self.tn, self.id);
-        self.run_async(c, None, p, w)
+        c.resume(&self.thd, self.rt.slot, self.tn, self.id);
+        self.run_async(c, step, None, p, w)
     }
 
-    /// A parked connection whose time is up: a keep-alive or I/O wait ends with a short
-    /// lingering close here (so the pre_close hooks run on a worker); a lingering close
-    /// that timed out is closed.
-    fn expire(&self, parked: Parked, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+    /// A parked connection whose time is up: a response that did not drain, a keep-alive
+    /// or an I/O wait ends with a short lingering close here (so the pre_close hooks run
+    /// on a worker, as event's `defer_lingering_close`); a lingering close that timed out
+    /// is closed.
+    fn expire(&self, parked: Parked, p: &Parking, w: &mut Waiter) -> Outcome {
         match parked.state {
-            ParkState::Linger { .. } => closed(p, cleared(parked.conn.close(true))),
-            ParkState::KeepAlive | ParkState::WaitIo { .. } => {
+            ParkState::Linger { .. } => self.drop_parked(parked, p),
+            ParkState::WriteCompletion { .. } | ParkState::KeepAlive | ParkState::WaitIo { .. } => {
                 let mut c = parked.conn;
                 c.resume(&self.thd, self.rt.slot, self.tn, self.id);
                 c.set_short_linger();
@@ -294,112 +332,111 @@ impl Worker {
         }
     }
 
-    /// Runs a parked-mode connection until it parks, is suspended, or closes; `new_on` is
-    /// the listening socket of a connection accepted now (it takes its child's turn there
-    /// if it stays open after its first response). What it does in each of httpd's states:
-    /// `parking::states`.
+    /// Runs a parked-mode connection from `step` until it waits (parked in the set, or with
+    /// a module) or closes; `new_on` is the listening socket of a connection accepted now
+    /// (it takes its child's turn there if it stays open after its first response). In
+    /// each of httpd's states the worker first does what needs no wait; what must wait
+    /// goes where `parking::states::rule` says ([`Worker::wait_in`]).
     fn run_async(
         &self,
         mut c: AsyncConn,
+        mut step: Step,
         mut new_on: Option<GateIndex>,
         p: &Parking,
         w: &mut Waiter,
-    ) -> Option<Pool> {
-        let rt = self.rt;
-        rt.threads.set_worker_fd(self.t, c.fd());
-        if c.is_lingering() {
-            return self.linger(c, p, w);
-        }
+    ) -> Outcome {
         loop {
-            match c.process() {
-                Step::WriteCompletion => {
+            let state = match step {
+                Step::Process => match c.process() {
+                    Asked::WriteCompletion => ConnState::WriteCompletion { read: false },
+                    Asked::WaitIo { read } => ConnState::WaitIo { read },
+                    Asked::Suspended => ConnState::Suspended,
+                    Asked::Linger => return self.linger(c, p, w),
+                },
+                Step::In(state) => state,
+            };
+            step = match state {
+                // The response: written out without blocking (the core output filter with
+                // no new data, as event does); it waits only when the socket is full.
+                ConnState::WriteCompletion { .. } => {
                     c.set_status(status::BUSY_WRITE);
-                    if !self.write_completion(&mut c) || !c.keeps_alive() {
-                        return self.linger(c, p, w);
+                    match c.flush() {
+                        Flush::Pending { read } => {
+                            return self.wait_in(c, ConnState::WriteCompletion { read }, p, w)
+                        }
+                        Flush::Failed => return self.linger(c, p, w),
+                        Flush::Done if !c.keeps_alive() => return self.linger(c, p, w),
+                        Flush::Done => {
+                            if let Some(gate) = new_on.take() {
+                                p.take_turn(gate);
+                            }
+                            if c.input_pending() {
+                                Step::Process // a pipelined request: serve it now
+                            } else {
+                                Step::In(ConnState::KeepAlive)
+                            }
+                        }
                     }
-                    if let Some(gate) = new_on.take() {
-                        p.take_turn(gate);
-                    }
-                    if c.input_pending() {
-                        continue; // a pipelined request: serve it now
-                    }
-                    // The response promised keep-alive, so the connection waits for its
-                    // next request even if a graceful stop began meanwhile: the client
-                    // may be sending it already. That request's response says
-                    // `Connection: close` (the core asks the MPM's state), and a stopping
-                    // child gives a quiet connection a short while only.
-                    // While another worker of the child waits in the set (nothing that
-                    // becomes ready waits for this one), a busy client's next request is
-                    // served here, as with `thread` (see HOLD_ON_WORKER).
+                }
+                // The response promised keep-alive, so the connection waits for its next
+                // request even if a graceful stop began meanwhile: the client may be
+                // sending it already. That request's response says `Connection: close`
+                // (the core asks the MPM's state), and a stopping child gives a quiet
+                // connection a short while only. While another worker of the child waits
+                // in the set (nothing that becomes ready waits for this one), a busy
+                // client's next request is served here, as with `thread` (HOLD_ON_WORKER).
+                ConnState::KeepAlive => {
                     if p.has_waiters() && c.wait_ready(true, HOLD_ON_WORKER) {
-                        continue;
+                        Step::Process
+                    } else {
+                        return self.wait_in(c, state, p, w);
                     }
-                    return self.park(c, ParkState::KeepAlive, p, w);
                 }
-                Step::WaitIo { read } => {
+                ConnState::WaitIo { .. } => {
                     c.set_status(status::BUSY_READ);
-                    return self.park(c, ParkState::WaitIo { read }, p, w);
+                    return self.wait_in(c, state, p, w);
                 }
-                Step::Suspended => {
-                    // A module owns the connection now and resumes it itself. It no
-                    // longer counts as the child's: this MPM never sees it again (no
-                    // resume hook), and a stopping child waits for its own connections
-                    // only (else a graceful stop waited for SIGTERM).
-                    rt.threads.set_worker_fd(self.t, -1);
-                    c.suspend();
-                    p.suspended();
-                    std::mem::forget(c);
-                    return None;
-                }
-                Step::Linger => return self.linger(c, p, w),
-            }
+                ConnState::Suspended => return self.wait_in(c, state, p, w),
+                ConnState::Linger { .. } => return self.linger(c, p, w),
+            };
         }
     }
 
-    /// Flushes the response on this thread (write completion: `states` says where and how
-    /// long), waiting for the socket each time it is full; false when the connection must
-    /// close.
-    fn write_completion(&self, c: &mut AsyncConn) -> bool {
-        let r = rule(ConnState::WriteCompletion);
-        let wait = r
-            .length(c.keep_alive_timeout(), c.timeout())
-            .unwrap_or(c.timeout());
-        loop {
-            match c.flush() {
-                Flush::Done => return true,
-                Flush::Failed => return false,
-                Flush::Pending { read } => {
-                    if !c.wait_ready(read, wait) || self.rt.shutdown.workers_must_exit() {
-                        return false;
-                    }
-                }
+    /// The connection waits in `state` where `parking::states::rule` puts it: parked in the
+    /// set, or with the module that took it over.
+    fn wait_in(&self, mut c: AsyncConn, state: ConnState, p: &Parking, w: &mut Waiter) -> Outcome {
+        self.rt.threads.set_worker_fd(self.t, -1);
+        match ParkState::of(state) {
+            Some(parked) => self.park(c, parked, p, w),
+            None => {
+                // A module owns the connection now and resumes it itself. It no longer
+                // counts as the child's: this MPM never sees it again (no resume hook),
+                // and a stopping child waits for its own connections only (else a
+                // graceful stop waited for SIGTERM).
+                c.suspend();
+                p.suspended();
+                std::mem::forget(c);
+                Outcome::Away
             }
         }
     }
 
     /// Parks the connection in the set; it is gone from this thread once parked.
-    fn park(
-        &self,
-        mut c: AsyncConn,
-        state: ParkState,
-        p: &Parking,
-        w: &mut Waiter,
-    ) -> Option<Pool> {
-        self.rt.threads.set_worker_fd(self.t, -1);
+    fn park(&self, mut c: AsyncConn, state: ParkState, p: &Parking, w: &mut Waiter) -> Outcome {
         c.suspend();
         match p.park(w, c, state) {
-            Ok(()) => None,
-            // Could not be armed: close it here.
+            Ok(()) => Outcome::Away,
+            // Could not be armed (logged): it ends here, without a wait.
             Err(mut c) => {
                 c.resume(&self.thd, self.rt.slot, self.tn, self.id);
-                closed(p, cleared(c.lingering_close_here()))
+                close_without_waiting(c, p)
             }
         }
     }
 
     /// Lingering close after a response: a client usually closes right after it read
     /// one, so its FIN is waited for here a moment first (LINGER_ON_WORKER).
-    fn linger(&self, c: AsyncConn, p: &Parking, w: &mut Waiter) -> Option<Pool> {
+    fn linger(&self, c: AsyncConn, p: &Parking, w: &mut Waiter) -> Outcome {
         self.lingering_close(c, p, w, Some(LINGER_ON_WORKER))
     }
 
@@ -412,27 +449,62 @@ impl Worker {
         p: &Parking,
         w: &mut Waiter,
         wait_here: Option<Duration>,
-    ) -> Option<Pool> {
+    ) -> Outcome {
         c.set_status(status::CLOSING);
         if (c.is_lingering() || c.start_lingering_close()) && !client_done(&mut c, wait_here) {
             let short = c.short_linger();
+            self.rt.threads.set_worker_fd(self.t, -1);
             return self.park(c, ParkState::Linger { short }, p, w);
         }
         self.rt.threads.set_worker_fd(self.t, -1);
-        closed(p, cleared(c.close(false)))
+        closed(p, c.close(false))
     }
 
     /// A parked lingering close whose socket is readable: reads what came; done when the
     /// client closed, else it waits on in its place.
-    fn linger_on(&self, mut parked: Parked, p: &Parking, w: &mut Waiter) -> Option<Pool> {
-        if !parked.conn.drain() {
+    fn linger_on(&self, mut parked: Parked, p: &Parking, w: &mut Waiter) -> Outcome {
+        let done = parked.conn.drain();
+        self.rt.threads.set_worker_fd(self.t, -1);
+        if !done {
             match p.linger_on(w, parked) {
-                Ok(()) => return None,
-                Err(c) => return closed(p, cleared(c.close(true))),
+                Ok(()) => return Outcome::Away,
+                Err(c) => return closed(p, c.close(true)),
             }
         }
-        closed(p, cleared(parked.conn.close(true)))
+        closed(p, parked.conn.close(true))
     }
+}
+
+/// What became of a connection a parking worker held.
+enum Outcome {
+    /// It waits elsewhere now (parked in the set, or with the module that took it over),
+    /// or there was none: nothing of it is left on this worker.
+    Away,
+    /// It was closed here and the child counted the close: its pool, cleared, to recycle.
+    Closed(Pool),
+}
+
+/// What a parking worker does next with the connection it holds.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// Run its protocol: its next request (or a module's next turn).
+    Process,
+    /// Go on from httpd's `state`.
+    In(ConnState),
+}
+
+/// A connection whose wait could not be set up (logged: no parking slot, an epoll error):
+/// it ends on this worker without a wait. Its lingering close begins here unless it has
+/// (the pre_close hooks run once, as `short-lingering-close`), what the client sent is
+/// read, and the socket closed: no second pass through `ap_lingering_close`, whose blocking
+/// reads held the worker up to 30 s.
+fn close_without_waiting(mut c: AsyncConn, p: &Parking) -> Outcome {
+    if !c.is_lingering() {
+        c.set_short_linger();
+        c.start_lingering_close();
+    }
+    let _ = c.drain();
+    closed(p, c.close(false))
 }
 
 /// Whether the client of a lingering close is done (closed its side, or the socket
@@ -449,18 +521,12 @@ fn client_done(c: &mut AsyncConn, wait_here: Option<Duration>) -> bool {
     c.drain()
 }
 
-/// A parking child's connection is gone, its socket closed and `pool` cleared: only now
-/// does the child count the close (and hand `pool` on). A close can let the child accept
-/// again (below its open-file bound, or the closes an EMFILE shortage waits for); counted
-/// before its descriptor was free, a worker woken by it met EMFILE again, lowered the
-/// child once more, and the shortage's back-off never built up.
-fn closed(p: &Parking, pool: Pool) -> Option<Pool> {
+/// A parking child's connection is gone, its socket closed: `pool` is cleared, and only
+/// then does the child count the close. A close can let the child accept again (below its
+/// open-file bound, or after an EMFILE shortage); counted before its descriptor was free,
+/// a worker woken by it met EMFILE again.
+fn closed(p: &Parking, mut pool: Pool) -> Outcome {
+    pool.clear();
     p.closed();
-    Some(pool)
-}
-
-/// A pool, cleared for recycling.
-fn cleared(mut p: Pool) -> Pool {
-    p.clear();
-    p
+    Outcome::Closed(pool)
 }

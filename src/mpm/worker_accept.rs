@@ -42,7 +42,7 @@ pub struct WorkerAccept {
 }
 
 /// What a worker's [`WorkerAccept::next`] gave.
-pub enum Next {
+pub enum WorkerAccepted {
     /// A connection to serve.
     Conn(Conn),
     /// Nothing this time (interrupted, a benign accept error): the worker's pool back.
@@ -74,12 +74,12 @@ impl WorkerAccept {
 
     /// Worker `t`, idle, waits in accept for its next connection, accepted into `ptrans`
     /// (its pool from the last connection, cleared) or a new pool.
-    pub fn next(&self, rt: &ChildRuntime, t: usize, ptrans: Option<Pool>) -> Next {
+    pub fn next(&self, rt: &ChildRuntime, t: usize, ptrans: Option<Pool>) -> WorkerAccepted {
         // MaxConnectionsPerChild: only as many workers wait in accept as connections are
         // left. The others (only in a child's last ThreadsPerChild connections) sleep until
         // a reservation comes back or the child stops (`leave` closes the budget).
         if !self.budget.reserve_or_wait() {
-            return Next::Stop;
+            return WorkerAccepted::Stop;
         }
         let (mut pool, source) = match ptrans {
             Some(p) => (p, Counter::PoolsReused),
@@ -93,7 +93,7 @@ impl WorkerAccept {
                     );
                     self.budget.release();
                     self.retire_sick(rt);
-                    return Next::Stop;
+                    return WorkerAccepted::Stop;
                 }
             },
         };
@@ -127,14 +127,14 @@ impl WorkerAccept {
                     // child retires gracefully.
                     self.ask_stop(rt, StopMode::Graceful);
                 }
-                Next::Conn(Conn { sock, ptrans: pool })
+                WorkerAccepted::Conn(Conn { sock, ptrans: pool })
             }
             Accepted::Nothing | Accepted::Empty => {
                 self.budget.release();
                 if rt.shutdown.is_stopping() {
-                    Next::Stop
+                    WorkerAccepted::Stop
                 } else {
-                    Next::Again(pool)
+                    WorkerAccepted::Again(pool)
                 }
             }
             Accepted::Broken | Accepted::OutOfFiles => {
@@ -143,7 +143,7 @@ impl WorkerAccept {
                 // connections than it has threads).
                 self.budget.release();
                 self.retire_sick(rt);
-                Next::Stop
+                WorkerAccepted::Stop
             }
         }
     }

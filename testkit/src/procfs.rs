@@ -323,15 +323,19 @@ mod tests {
         let port = l.local_addr().unwrap().port();
         assert_eq!(pids_listening_on(port), vec![me]);
         let report = thread_report(me);
-        assert!(report.contains(" state ") && report.contains(" syscall "), "{report}");
+        assert!(
+            report.contains(" state ") && report.contains(" syscall "),
+            "{report}"
+        );
         assert!(pid_sockets_settled(me), "a listening socket is settled");
         // A connection the peer closed and this process has not: CLOSE_WAIT.
         let c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (accepted, _) = l.accept().unwrap();
         drop(c);
-        assert!(crate::wait::wait_until(std::time::Duration::from_secs(10), || {
-            !pid_sockets_settled(me)
-        }));
+        assert!(crate::wait::wait_until(
+            std::time::Duration::from_secs(10),
+            || { !pid_sockets_settled(me) }
+        ));
         drop(accepted);
         drop(l);
         assert!(pids_listening_on(port).is_empty());

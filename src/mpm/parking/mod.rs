@@ -64,7 +64,7 @@ use classes::Classes;
 use gate::{Gate, Inside};
 use relay::Relay;
 use shortage::{Epoch, Failure, Shortage};
-use states::{rule, ConnState, LINGER, SHORT_LINGER, STOP_KEEP_ALIVE};
+use states::{rule, ConnState, Place, LINGER, SHORT_LINGER, STOP_KEEP_ALIVE};
 
 /// The bell's key in the set.
 const BELL: u64 = u64::MAX;
@@ -79,6 +79,9 @@ const GATES: u64 = u64::MAX - 3;
 /// Why a connection is parked, and so what the set waits for and how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParkState {
+    /// A response waits to be written out (write completion): writable (readable where
+    /// TLS must read first, `read`) within Timeout, then the flush goes on.
+    WriteCompletion { read: bool },
     /// Between requests: readable within KeepAliveTimeout, else closed.
     KeepAlive,
     /// A module waits for the socket (h2 flow control): readable (`read`) or writable
@@ -90,6 +93,22 @@ pub enum ParkState {
 }
 
 impl ParkState {
+    /// How a connection in httpd's `state` waits in the set, where `states::rule` places it
+    /// there (`Place::Set`); None where the rule places it elsewhere (a suspended connection
+    /// waits with its module).
+    pub fn of(state: ConnState) -> Option<ParkState> {
+        if rule(state).place != Place::Set {
+            return None;
+        }
+        match state {
+            ConnState::WriteCompletion { read } => Some(ParkState::WriteCompletion { read }),
+            ConnState::KeepAlive => Some(ParkState::KeepAlive),
+            ConnState::WaitIo { read } => Some(ParkState::WaitIo { read }),
+            ConnState::Linger { short } => Some(ParkState::Linger { short }),
+            ConnState::Suspended => None,
+        }
+    }
+
     /// The tag in the slot's claim word (for a stop's scan and for the counts).
     fn tag(self) -> u8 {
         match self {
@@ -98,6 +117,8 @@ impl ParkState {
             ParkState::WaitIo { read: false } => 2,
             ParkState::Linger { short: true } => 3,
             ParkState::Linger { short: false } => 4,
+            ParkState::WriteCompletion { read: false } => 5,
+            ParkState::WriteCompletion { read: true } => 6,
         }
     }
 
@@ -107,6 +128,8 @@ impl ParkState {
             1 => ParkState::WaitIo { read: true },
             2 => ParkState::WaitIo { read: false },
             3 => ParkState::Linger { short: true },
+            5 => ParkState::WriteCompletion { read: false },
+            6 => ParkState::WriteCompletion { read: true },
             _ => ParkState::Linger { short: false },
         }
     }
@@ -114,6 +137,7 @@ impl ParkState {
     /// The row count this state is shown in.
     fn count(self) -> Count {
         match self {
+            ParkState::WriteCompletion { .. } => Count::WriteCompletion,
             ParkState::KeepAlive => Count::KeepAlive,
             ParkState::WaitIo { .. } => Count::WaitIo,
             ParkState::Linger { .. } => Count::LingeringClose,
@@ -123,6 +147,7 @@ impl ParkState {
     /// httpd's state it is.
     fn conn_state(self) -> ConnState {
         match self {
+            ParkState::WriteCompletion { read } => ConnState::WriteCompletion { read },
             ParkState::KeepAlive => ConnState::KeepAlive,
             ParkState::WaitIo { read } => ConnState::WaitIo { read },
             ParkState::Linger { short } => ConnState::Linger { short },

@@ -5,14 +5,21 @@
 //!
 //! | state | waits | for | how long | a graceful stop |
 //! |---|---|---|---|---|
-//! | WRITE_COMPLETION | on its worker | writable (readable: TLS wants to read) | the vhost's Timeout | lets it finish |
+//! | WRITE_COMPLETION | parked | writable (readable: TLS wants to read) | the vhost's Timeout | lets it finish |
 //! | KEEPALIVE | parked | readable | the vhost's KeepAliveTimeout | 1 s for one more request |
 //! | ASYNC_WAITIO | parked | readable or writable, as the module asked | the vhost's Timeout | keeps its Timeout |
 //! | LINGER | parked | readable (the client's FIN) | 2 s (short) or 30 s | 2 s |
 //! | SUSPENDED | with the module | - | - | not waited for |
 //!
 //! "The vhost" is the one `crate::ffi::vhost` chose for the connection (event's rule). An
-//! immediate stop ends every one of them at once. Pure, unit-tested.
+//! immediate stop ends every one of them at once.
+//!
+//! The worker that holds a connection first does what it can without waiting (a
+//! non-blocking flush, a pipelined request already read, the client's FIN already there);
+//! only what must wait goes where [`rule`] says, for what it says and as long as it says:
+//! `crate::mpm::worker` routes on the rule and `ParkState` takes its interest, length and
+//! stop wait from it, so this table is the behaviour, not a comment beside it. Pure,
+//! unit-tested.
 
 use std::time::Duration;
 
@@ -34,8 +41,8 @@ pub const STOP_KEEP_ALIVE: Duration = Duration::from_secs(1);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnState {
     /// `CONN_STATE_WRITE_COMPLETION`: the response is written out (KEEPALIVE comes here
-    /// first, as under event).
-    WriteCompletion,
+    /// first, as under event); `read` when TLS must read before it can write on.
+    WriteCompletion { read: bool },
     /// `CONN_STATE_KEEPALIVE`: between requests.
     KeepAlive,
     /// `CONN_STATE_ASYNC_WAITIO`: a module (h2) waits for the socket, readable (`read`) or
@@ -51,8 +58,6 @@ pub enum ConnState {
 /// Where a connection waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Place {
-    /// On the worker that served it.
-    Worker,
     /// Parked in the child's event set, without a thread.
     Set,
     /// With the module that took it; the MPM forgets it.
@@ -97,9 +102,9 @@ pub struct Rule {
 pub fn rule(state: ConnState) -> Rule {
     use ConnState::*;
     match state {
-        WriteCompletion => Rule {
-            place: Place::Worker,
-            interest: Some(Interest::WriteOnce),
+        WriteCompletion { read } => Rule {
+            place: Place::Set,
+            interest: Some(either(read)),
             wait: Wait::Timeout,
             on_stop: OnStop::Keeps,
         },
@@ -111,11 +116,7 @@ pub fn rule(state: ConnState) -> Rule {
         },
         WaitIo { read } => Rule {
             place: Place::Set,
-            interest: Some(if read {
-                Interest::ReadOnce
-            } else {
-                Interest::WriteOnce
-            }),
+            interest: Some(either(read)),
             wait: Wait::Timeout,
             on_stop: OnStop::Keeps,
         },
@@ -131,6 +132,15 @@ pub fn rule(state: ConnState) -> Rule {
             wait: Wait::Unbounded,
             on_stop: OnStop::NotWaitedFor,
         },
+    }
+}
+
+/// Readable (`read`) or writable, once.
+fn either(read: bool) -> Interest {
+    if read {
+        Interest::ReadOnce
+    } else {
+        Interest::WriteOnce
     }
 }
 
@@ -177,12 +187,20 @@ mod tests {
     }
 
     #[test]
-    fn write_completion_stays_on_the_worker_and_a_suspended_connection_is_the_modules() {
-        let r = rule(ConnState::WriteCompletion);
+    fn write_completion_parks_under_timeout_and_a_suspended_connection_is_the_modules() {
+        let r = rule(ConnState::WriteCompletion { read: false });
         assert_eq!(
-            (r.place, r.wait, r.on_stop),
-            (Place::Worker, Wait::Timeout, OnStop::Keeps)
+            (r.place, r.interest, r.wait, r.on_stop),
+            (
+                Place::Set,
+                Some(Interest::WriteOnce),
+                Wait::Timeout,
+                OnStop::Keeps
+            )
         );
+        // TLS that must read on before it can write (the core's sense).
+        let r = rule(ConnState::WriteCompletion { read: true });
+        assert_eq!(r.interest, Some(Interest::ReadOnce));
         let r = rule(ConnState::Suspended);
         assert_eq!((r.place, r.interest), (Place::Module, None));
         assert_eq!(r.on_stop, OnStop::NotWaitedFor);

@@ -15,6 +15,8 @@ pub use threads::{Threads, LISTENER_SIGNAL, WORKER_SIGNAL};
 
 use std::os::raw::c_int;
 
+use rworker_queue::publish_then_check;
+
 use crate::ffi::epoll::WakeFd;
 use crate::ffi::listen::{Pod, PodMessage};
 use crate::ffi::retained::Retained;
@@ -133,14 +135,23 @@ impl ChildRuntime {
         }
         if mode == StopMode::Ungraceful {
             self.handoff.interrupt_all();
-            for fd in self.threads.worker_fds() {
-                // Cut the connection under the worker: its read or write returns at once,
-                // a lingering close's read included. The worker unpublishes the
-                // descriptor right after the close that frees the number, so at worst
-                // this races that close by a few instructions and hits a reused number
-                // (ENOTSOCK, or a socket of this child, which is stopping at once anyway).
-                socket::shutdown_fd(fd);
-            }
+            // The stop (requested above), then the served descriptors: against a parking
+            // worker that publishes the descriptor it takes, then reads the stop
+            // (`Worker::must_drop`). Either this sees the descriptor and cuts it, or the
+            // worker sees the stop and closes the connection unserved.
+            publish_then_check(
+                || (),
+                |()| {
+                    for fd in self.threads.worker_fds() {
+                        // Cut the connection under the worker: its read or write returns
+                        // at once, a lingering close's read included. A worker unpublishes
+                        // the descriptor before it closes it; a number read just before
+                        // that hits a socket of this child at worst (ENOTSOCK, or a
+                        // connection of a child that is stopping at once anyway).
+                        socket::shutdown_fd(fd);
+                    }
+                },
+            );
             for t in self.threads.worker_os_threads() {
                 // SAFETY: workers are joinable and the main thread (our caller) joins them
                 // only after signalling, so their ids are valid here.
