@@ -698,11 +698,13 @@ fn keep_alive_load_on_debian_sizing_never_finds_its_connection_closed_under_a_re
 /// worker thread, twenty times, while a 48 KB keep-alive response waits for a client that
 /// does not read yet. Small socket buffers on both sides (SendBufferSize, the client's
 /// SO_RCVBUF) leave more than fits in them but less than the core's 64 KB set-aside
-/// threshold, so the rest waits in the output filters and the worker waits for the socket
-/// in write completion, where the signals land. (Checked: with the EINTR retry in
-/// `AsyncConn::wait_ready` removed, the next request finds the connection closed. On a
-/// machine too slow to reach write completion within the 300 ms head start, the signals
-/// land elsewhere and the test proves less; it cannot fail for that.)
+/// threshold, so the rest waits in the output filters and the connection waits for the
+/// socket in write completion, parked (until 2026-12-07 on its worker, where the signals
+/// landed: with the EINTR retry in `AsyncConn::wait_ready` removed, the next request found
+/// the connection closed). Now the signals land on the workers waiting in the set, and the
+/// test guards that none of them ends the parked response. On a machine too slow to reach
+/// write completion within the 300 ms head start the test proves less; it cannot fail for
+/// that.
 #[test]
 fn a_signal_on_a_worker_in_write_completion_does_not_cut_the_response() {
     if !rworker_only() {

@@ -5,9 +5,10 @@
 //! With `RWorkerKeepAlive thread` a worker serves a connection from accept to close
 //! (`conn`). With `park` an idle worker waits on the child's event set (`parking`) and
 //! serves one request at a time: the connection's protocol runs, the worker flushes the
-//! response (write completion stays on the worker, bounded by Timeout), then parks the
-//! connection in the set to wait for the next request or for the client's FIN, and goes
-//! idle.
+//! response without blocking, and whatever must wait (the rest of a response the socket
+//! cannot take yet, the next request, the client's FIN) waits parked in the set, where
+//! `parking::states` says; the worker goes idle. It owns the connection from its claim to
+//! its park or close, and never touches it after a park.
 
 use std::ops::ControlFlow;
 use std::os::raw::{c_int, c_long};

@@ -1,6 +1,7 @@
 //! A parking child (`RWorkerKeepAlive park`): its idle workers take turns waiting on one
 //! event set (Leader/Followers, with the kernel as the dispatcher), and a connection holds a
-//! thread only while a request is served.
+//! thread only while a request is read and handled: its write completion, the wait for its
+//! next request and its lingering close wait parked.
 //!
 //! The set holds the child's listening sockets (`gate`), its bucket's relay (`relay`: an
 //! eventfd shared with the sibling children), a bell (an eventfd that wakes every worker when
@@ -12,8 +13,8 @@
 //!   wake: a connection is taken only by a worker that will serve it at once, so none
 //!   waits in a child whose workers are busy while a sibling's idle);
 //! - a parked connection: it claims it (`rworker_queue::ParkSlots`: a CAS on the slot's claim
-//!   word, which readiness, expiry and a stop race for; the loser forgets it) and serves its
-//!   next request, or goes on with its lingering close;
+//!   word, which readiness, expiry and a stop race for; the loser forgets it) and goes on
+//!   with its response (write completion), its next request, or its lingering close;
 //! - the alarm: it pops what timed out (`rworker_queue::Timeouts`, FIFOs per worker and
 //!   timeout length, lazy deletion), claims each, and closes it;
 //! - the relay: a sibling may have dropped a new connection's wake (it stopped accepting
