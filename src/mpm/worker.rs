@@ -43,6 +43,22 @@ fn injected_panic_due() -> bool {
         .is_some_and(|p| std::fs::remove_file(p).is_ok())
 }
 
+/// Test hook: with `RWORKER_TEST_CLAIM_DELAY_MS=n` in httpd's environment, a parking worker
+/// that claimed a ready connection waits n ms before it takes it, so that a test can land
+/// an immediate stop in that window (`tests/park_stop.rs`). Read once per process.
+fn injected_claim_delay() {
+    static DELAY: OnceLock<Option<Duration>> = OnceLock::new();
+    let d = DELAY.get_or_init(|| {
+        std::env::var("RWORKER_TEST_CLAIM_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+    });
+    if let Some(d) = d {
+        std::thread::sleep(*d);
+    }
+}
+
 /// Worker thread `t`'s body: it serves what the listener hands it, or with `accept`
 /// (`RWorkerAccept workers`) accepts its own connections, or in a parking child waits on
 /// the child's event set.
@@ -242,10 +258,14 @@ impl Worker {
                         self.serve_new(conn, how.gate, p, &mut w)
                     }
                 }
-                Woken::Ready(parked) if self.must_drop(parked.conn.fd()) => {
-                    self.drop_parked(parked, p)
+                Woken::Ready(parked) => {
+                    injected_claim_delay();
+                    if self.must_drop(parked.conn.fd()) {
+                        self.drop_parked(parked, p)
+                    } else {
+                        self.resume(parked, p, &mut w)
+                    }
                 }
-                Woken::Ready(parked) => self.resume(parked, p, &mut w),
                 Woken::Expired(parked) if self.must_drop(parked.conn.fd()) => {
                     self.drop_parked(parked, p)
                 }
