@@ -633,6 +633,18 @@ impl Server {
         self.opts.effective_threads_per_child() as usize + 1 + self.has_listener_thread() as usize
     }
 
+    /// Waits until the StartServers children exist and each has [`Server::tasks_per_child`]
+    /// tasks, without a request: for tests where every connection counts (a status poll is
+    /// one, and MaxConnectionsPerChild retires a child after a few).
+    pub fn wait_threads_started(&self, timeout: Duration) -> bool {
+        let tasks = self.tasks_per_child();
+        let want = self.opts.expected_start_children();
+        wait_until(timeout, || {
+            let kids = self.children();
+            kids.len() == want && kids.iter().all(|&c| task_count(c) == tasks)
+        })
+    }
+
     /// Waits until every child has [`Server::tasks_per_child`] tasks and `server-status` counts
     /// exactly the live worker threads (children × ThreadsPerChild) as busy or idle.
     pub fn wait_settled(&self, timeout: Duration) -> bool {
