@@ -63,7 +63,7 @@ use crate::mpm::status::Counter;
 use classes::Classes;
 use gate::{Gate, Inside};
 use relay::Relay;
-use shortage::{Epoch, Failure, Shortage};
+use shortage::{Failure, Shortage, Want};
 use states::{rule, ConnState, LINGER, SHORT_LINGER, STOP_KEEP_ALIVE};
 
 /// The bell's key in the set.
@@ -230,7 +230,7 @@ pub struct Parking {
     /// MaxConnectionsPerChild.
     budget: ConnectionBudget,
     /// The most connections the child may hold for its open-file limit
-    /// (`crate::mpm::open_files`), lowered for a while when accept meets EMFILE.
+    /// (`crate::mpm::open_files`), and none more until a close once accept met EMFILE.
     files: Shortage,
     /// The gates were taken out of the set at the open-file limit: a close below it puts
     /// them back.
@@ -467,7 +467,6 @@ impl Parking {
                 broken = true;
                 break;
             };
-            let epoch = self.files.epoch();
             match inside.accept(&mut pool) {
                 Accepted::Socket(sock) => {
                     self.opened();
@@ -486,12 +485,9 @@ impl Parking {
                         // Another waiter took it (the set reports a queued socket to
                         // every waiter it wakes meanwhile).
                         Accepted::Empty => {}
-                        // Holding nothing, the child cannot serve at all: it retires, sick,
-                        // as the stock MPMs' children do at any EMFILE.
-                        Accepted::OutOfFiles => match self.drain.open() {
-                            0 => broken = true,
-                            open => self.out_of_files(open, epoch),
-                        },
+                        // No more until a close; holding nothing, the child cannot serve at
+                        // all: it retires, sick, as the stock MPMs' children do at any EMFILE.
+                        Accepted::OutOfFiles => broken = self.out_of_files(),
                         Accepted::Broken => broken = true,
                         // Interrupted, or the client left first: look again.
                         Accepted::Nothing | Accepted::Socket(_) => continue,
@@ -512,9 +508,6 @@ impl Parking {
         // (level-triggered, see `gate`).
         if last_out || !self.accepting() {
             self.settle(g);
-        }
-        if conn.is_some() {
-            self.files.accepted(self.drain.open());
         }
         match (conn, broken) {
             (Some((conn, how)), _) => Woken::New { conn, how },
@@ -678,13 +671,29 @@ impl Parking {
         self.rows.add(Count::Connections, 1);
     }
 
-    /// A connection of this child was closed (or a module took it over).
+    /// A connection of this child was closed, and its descriptor is free.
     pub fn closed(&self) {
+        self.gone(true);
+    }
+
+    /// A module suspended a connection (it owns it now): it no longer counts as the
+    /// child's (this MPM never sees it again, and a stopping child waits for its own). Its
+    /// descriptor stays open, so it ends no shortage.
+    pub fn suspended(&self) {
+        self.rows.add(Count::Suspended, 1);
+        self.gone(false);
+    }
+
+    /// A connection left the child (`freed`: its descriptor is free).
+    fn gone(&self, freed: bool) {
         self.rows.add(Count::Connections, -1);
-        self.files.closed();
-        // The close (the count's decrement in `drain.closed`), then the flag: against
-        // `apply_registrations`, which sets the flag, then reads the count.
+        // The close (the count's decrement in `drain.closed`), then the marks: against a
+        // worker that marks the child short, then counts (`Shortage::failed`), and against
+        // `apply_registrations`, which sets `files_blocked`, then reads the count.
         let resettle = self.drain.closed(&self.bell, || {
+            if freed {
+                self.files.closed();
+            }
             self.files_blocked.load(Ordering::Relaxed)
                 && !self.at_file_limit()
                 && self.files_blocked.swap(false, Ordering::Relaxed)
@@ -694,13 +703,6 @@ impl Parking {
         }
     }
 
-    /// A module suspended a connection (it owns it now): it no longer counts as the
-    /// child's (this MPM never sees it again, and a stopping child waits for its own).
-    pub fn suspended(&self) {
-        self.rows.add(Count::Suspended, 1);
-        self.closed();
-    }
-
     /// The child holds as many connections as its open-file limit allows.
     fn at_file_limit(&self) -> bool {
         // A stale bound costs one connection more or less (the reserve in `open_files`
@@ -708,19 +710,24 @@ impl Parking {
         self.files.at_limit(self.drain.open())
     }
 
-    /// An accept that began at `epoch` met EMFILE or ENFILE while the child holds `open`
-    /// connections: it takes no more until some close (`shortage`).
-    fn out_of_files(&self, open: usize, epoch: Epoch) {
-        if let Failure::Lowered { open, closes } = self.files.failed(open, epoch) {
-            let closes = match closes {
-                1 => "one of them closes".to_string(),
-                n => format!("{n} of them close"),
-            };
-            crate::mpm_log!(
-                level::WARNING,
-                0,
-                "RW00042: accept found no free descriptor with {open} connections open: this child takes no more until {closes} (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
-            );
+    /// Accept met EMFILE: the child takes no more until a close (`shortage`); true when it
+    /// holds nothing, so no close will come (it retires, sick).
+    fn out_of_files(&self) -> bool {
+        match self.files.failed(Want::Descriptor, || self.drain.open()) {
+            Failure::Retire => true,
+            Failure::Short { first } => {
+                if first {
+                    crate::mpm_log!(
+                        level::WARNING,
+                        0,
+                        "RW00042: child {} met its open-file limit ({}, RLIMIT_NOFILE) at accept with {} connections open: it takes no more until one of them closes (modules hold more descriptors than rworker keeps free; raise the limit: ulimit -n, or LimitNOFILE= under systemd)",
+                        std::process::id(),
+                        crate::ffi::process::open_files_limit(),
+                        self.drain.open()
+                    );
+                }
+                false
+            }
         }
     }
 
