@@ -652,6 +652,55 @@ fn a_lingering_close_reads_what_the_client_still_sends_until_it_closes() {
     );
 }
 
+/// Issue 49, defect 5: a graceful stop leaves a lingering close 2 s (docs/design.md), counted
+/// from the stop. A client that feeds its lingering close a byte every 300 ms makes the
+/// connection park again each time; before, each park filed the stop's 2 s from its own
+/// time, so the connection stayed until its lingering close's own 30 s were up (and the
+/// child with it). The server's close shows as a failed write (the first write after it
+/// draws a reset). The bound is generous for a loaded machine and still well below the 30 s.
+#[test]
+fn a_graceful_stop_ends_a_lingering_close_the_client_keeps_feeding() {
+    let Some(s) = start() else {
+        return;
+    };
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = Vec::new();
+    c.read_to_end(&mut response).unwrap(); // the server shut its side down
+    assert!(response.starts_with(b"HTTP/1.1 200"));
+    let feed = |c: &mut TcpStream| {
+        std::thread::sleep(Duration::from_millis(300));
+        c.write_all(b"x")
+    };
+    for i in 0..3 {
+        // Past the worker's short wait for a FIN: the connection is parked, and parks again.
+        feed(&mut c).unwrap_or_else(|e| panic!("write {i} before the stop: {e}"));
+    }
+    let t0 = Instant::now();
+    s.graceful_stop();
+    let limit = Duration::from_secs(20);
+    let closed_after = loop {
+        if feed(&mut c).is_err() {
+            break Some(t0.elapsed());
+        }
+        if t0.elapsed() > limit {
+            break None;
+        }
+    };
+    eprintln!("graceful-stop: the fed lingering close closed after {closed_after:?}");
+    assert!(
+        closed_after.is_some(),
+        "a lingering close the client feeds was still open {limit:?} after -k graceful-stop"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || s.children().is_empty()),
+        "children still running after the graceful stop: {:?}",
+        s.children()
+    );
+}
+
 /// Issue 20, the fourth defect, as a client sees it: on Debian's default sizing (StartServers
 /// 2, MinSpareThreads 25, MaxSpareThreads 75, MaxRequestWorkers 150), a short keep-alive
 /// load and then a longer one. Between the two the server has more idle threads than

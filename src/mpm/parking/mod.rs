@@ -42,7 +42,7 @@ mod relay;
 mod shortage;
 pub mod states;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rworker_queue::{
@@ -238,6 +238,8 @@ pub struct Parking {
     /// Accept broke (a resource shortage): the child retires, sick, and takes no more
     /// connections meanwhile.
     broken: AtomicBool,
+    /// When a graceful stop began ([`monotonic_ns`]; written once, before the stop's mark).
+    stop_time: AtomicU64,
     /// Workers (each a timeout producer; the main thread is one more, for the stop).
     workers: usize,
     /// The child's counts as its rows show them.
@@ -291,6 +293,7 @@ impl Parking {
             files: Shortage::new(open_files::child_connection_budget(workers)),
             files_blocked: AtomicBool::new(false),
             broken: AtomicBool::new(false),
+            stop_time: AtomicU64::new(0),
             workers,
             rows,
             pconf,
@@ -565,13 +568,31 @@ impl Parking {
     }
 
     /// A lingering close that read what the client sent and waits on: parked again until
-    /// the deadline its lingering close began with. Err gives it back when that has passed,
-    /// or it could not be armed (the caller closes it).
+    /// the deadline its lingering close began with (in a graceful stop, the stop's shorter
+    /// one: [`stop_deadline`]). Err gives it back when that has passed, or it could not be
+    /// armed (the caller closes it).
     pub fn linger_on(&self, w: &mut Waiter, p: Parked) -> Result<(), AsyncConn> {
-        if monotonic_ns() >= p.deadline {
+        let ends = match (self.stop_began(), p.state.stop_wait()) {
+            (Some(stop), Some(wait)) => {
+                stop_deadline(p.deadline, p.state.wait(&p.conn), stop, wait)
+            }
+            _ => p.deadline,
+        };
+        if monotonic_ns() >= ends {
             return Err(p.conn);
         }
         self.park_until(w, p.conn, p.state, p.deadline)
+    }
+
+    /// When the graceful stop began ([`monotonic_ns`]), once this thread sees that it did.
+    fn stop_began(&self) -> Option<u64> {
+        if !self.drain.is_stopping() {
+            return None;
+        }
+        // Acquire: pairs with the stop's Release fence before it marks itself (`stop`), so
+        // a thread that saw the mark sees the time stored before it.
+        std::sync::atomic::fence(Ordering::Acquire);
+        Some(self.stop_time.load(Ordering::Relaxed))
     }
 
     /// Parks `conn` until `deadline`: takes the slot's next ticket, files the timeout entry
@@ -579,6 +600,14 @@ impl Parking {
     /// FIFO's last is filed at the last one: late, never early), arms the socket under it,
     /// and publishes. A claimer that came between the arming and the publish leaves the
     /// connection with us and what it came for still holds: park it anew.
+    ///
+    /// What it keeps: every live ticket has a timeout entry (filed before the publish, so
+    /// the connection can always expire), and in a graceful stop exactly one of the stop's
+    /// scan and this parker files the stop's shorter wait for it: the publish, then the
+    /// look at the stop, against the stop's mark, then its scan of what is parked. The
+    /// stop's wait is counted from the stop, or from the start of this wait if that came
+    /// later ([`stop_deadline`]), so parking again (a lingering close the client feeds)
+    /// does not move it.
     fn park_until(
         &self,
         w: &mut Waiter,
@@ -586,7 +615,8 @@ impl Parking {
         state: ParkState,
         deadline: u64,
     ) -> Result<(), AsyncConn> {
-        let (class, _) = self.classes.of(state.wait(&conn));
+        let length = state.wait(&conn);
+        let (class, _) = self.classes.of(length);
         loop {
             let fd = conn.fd();
             let Some(r) = self.slots.reserve(fd.max(0) as usize, state.tag()) else {
@@ -632,7 +662,10 @@ impl Parking {
                 Ok(stopping) => {
                     if let Some(wait) = state.stop_wait().filter(|_| stopping) {
                         let (class, wait) = self.classes.of(wait);
-                        let stop_at = monotonic_ns().saturating_add(wait.as_nanos() as u64);
+                        // `stopping` was read after the publish: the Parked is not ours
+                        // any more, so `conn` is not read again; `length` was read before.
+                        let stop = self.stop_began().unwrap_or_else(monotonic_ns);
+                        let stop_at = stop_deadline(deadline, length, stop, wait);
                         w.timeouts.push(class, stop_at, ticket, &self.timer);
                     }
                     return Ok(());
@@ -748,11 +781,14 @@ impl Parking {
         // The main thread's producer: the stop's waits are shorter than the workers'
         // entries for the same connections, and its FIFOs hold only these.
         let mut p = self.timeouts.producer(self.workers);
+        let now = monotonic_ns();
+        self.stop_time.store(now, Ordering::Relaxed);
+        // Release: the time before the mark, for `stop_began`'s Acquire fence.
+        std::sync::atomic::fence(Ordering::Release);
         // The stop is marked, then what is parked is scanned: against each parker's
         // publish-then-look (`park_until`).
         self.drain.begin_stop(&self.bell, || {
             let Some(p) = p.as_mut() else { return };
-            let now = monotonic_ns();
             for (ticket, tag) in self.slots.parked() {
                 if let Some(wait) = ParkState::from_tag(tag).stop_wait() {
                     let (class, wait) = self.classes.of(wait);
@@ -793,5 +829,43 @@ impl Parking {
     /// with `Connection: close`, as the core asks the MPM's state).
     pub fn is_stopping(&self) -> bool {
         self.drain.is_stopping()
+    }
+}
+
+/// When a wait of `length` that ends at `deadline` ends in a graceful stop that began at
+/// `stop` and leaves it `stop_wait`: `stop_wait` after the stop, or after the wait's start
+/// if that came later, and never after `deadline` (all [`monotonic_ns`]). The same for each
+/// park of one lingering close, however often the client makes it park again.
+fn stop_deadline(deadline: u64, length: Duration, stop: u64, stop_wait: Duration) -> u64 {
+    let began = deadline.saturating_sub(length.as_nanos() as u64);
+    deadline.min(began.max(stop).saturating_add(stop_wait.as_nanos() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_stop_leaves_a_lingering_close_2_s_from_the_stop_however_often_it_parks() {
+        let (linger, two) = (Duration::from_secs(30), Duration::from_secs(2));
+        // A lingering close began at 100 s (until 130 s); the stop came at 110 s.
+        let deadline = 130 * S;
+        assert_eq!(stop_deadline(deadline, linger, 110 * S, two), 112 * S);
+        // Parked again at 111.5 s (the client sent a byte): the same end. Before, each
+        // park filed the stop's wait from its own time (113.5 s), and a client that sent a
+        // byte every 300 ms kept the connection until 130 s.
+        assert_eq!(stop_deadline(deadline, linger, 110 * S, two), 112 * S);
+        // One that began after the stop gets the stop's wait from its start.
+        assert_eq!(stop_deadline(145 * S, linger, 110 * S, two), 117 * S);
+        // Never after its own deadline (a short lingering close, 2 s from 109 s).
+        assert_eq!(stop_deadline(111 * S, two, 110 * S, two), 111 * S);
+        // A keep-alive connection parked after the stop: 1 s from its park, as before.
+        let ka = Duration::from_secs(5);
+        assert_eq!(
+            stop_deadline(125 * S, ka, 110 * S, Duration::from_secs(1)),
+            121 * S
+        );
     }
 }
