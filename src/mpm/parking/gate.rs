@@ -145,15 +145,19 @@ impl Gate {
         self.requested.store(true, Ordering::Release);
     }
 
-    /// If a change was requested: brings the registration in line with `wanted()`
-    /// (evaluated now): in the set (deleted and added again, which polls the socket anew)
+    /// If a change was requested: brings the registration in line with `wanted` (the
+    /// child accepts): in the set (deleted and added again, which polls the socket anew)
     /// or out of it, ringing `relay` if connections are queued once it is out; and closes
-    /// the socket once it is closing, out of the set and nobody is inside.
-    pub fn apply(&self, _: &Holder, set: &Epoll, wanted: &dyn Fn() -> bool, relay: Option<&Relay>) {
+    /// the socket once it is closing, out of the set and nobody is inside. False when the
+    /// set refused to take the socket (it is out: the caller stops the child accepting
+    /// until a close, `shortage`).
+    #[must_use]
+    pub fn apply(&self, _: &Holder, set: &Epoll, wanted: bool, relay: Option<&Relay>) -> bool {
         // Acquire: pairs with `request`'s Release (see there).
         if !self.requested.swap(false, Ordering::Acquire) || self.closed.load(Ordering::Relaxed) {
-            return;
+            return true;
         }
+        let mut taken = true;
         let closing = self.inside.is_closing();
         let fd = self.sock.os_fd();
         let was = self.registered.load(Ordering::Relaxed);
@@ -167,7 +171,7 @@ impl Gate {
                 }
             }
         };
-        if !closing && wanted() {
+        if !closing && wanted {
             if was {
                 let _ = set.delete(fd);
             }
@@ -175,10 +179,12 @@ impl Gate {
                 Ok(()) => self.registered.store(true, Ordering::Relaxed),
                 Err(errno) => {
                     self.registered.store(false, Ordering::Relaxed);
+                    taken = false;
                     crate::mpm_log!(
                         level::ERR,
                         errno,
-                        "RW00049: could not put a listening socket in the child's event set; its new connections go to sibling children until the child tries again (at its next close or turn)"
+                        "RW00049: child {} could not put listening socket {fd} in its event set (fs.epoll.max_user_watches, which every process of the user shares, or memory): it takes no new connections until one of its own closes, and retires, sick, if it holds none; its queued connections go to sibling children",
+                        std::process::id()
                     );
                     pass_on();
                 }
@@ -205,6 +211,7 @@ impl Gate {
                 vacated && !registered
             );
         }
+        taken
     }
 }
 

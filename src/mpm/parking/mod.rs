@@ -238,6 +238,8 @@ pub struct Parking {
     /// Accept broke (a resource shortage): the child retires, sick, and takes no more
     /// connections meanwhile.
     broken: AtomicBool,
+    /// A worker took the news of `broken` to the child's main thread ([`Woken::Broken`]).
+    broken_told: AtomicBool,
     /// When a graceful stop began ([`monotonic_ns`]; written once, before the stop's mark).
     stop_time: AtomicU64,
     /// Workers (each a timeout producer; the main thread is one more, for the stop).
@@ -293,6 +295,7 @@ impl Parking {
             files: Shortage::new(open_files::child_connection_budget(workers)),
             files_blocked: AtomicBool::new(false),
             broken: AtomicBool::new(false),
+            broken_told: AtomicBool::new(false),
             stop_time: AtomicU64::new(0),
             workers,
             rows,
@@ -318,6 +321,11 @@ impl Parking {
     pub fn wait(&'static self, w: &mut Waiter) -> Woken {
         if self.drain.is_exiting() {
             return Woken::Exit;
+        }
+        // Broken where no worker could say so (a close, a turn or the start found the set
+        // refusing a listening socket with nothing held).
+        if self.broken_news() {
+            return Woken::Broken;
         }
         self.rows.add(Count::IdleWorkers, 1);
         // Relaxed: a hint for keep-alive holds (`has_waiters`).
@@ -378,16 +386,16 @@ impl Parking {
 
     /// Whether the child takes new connections now.
     fn accepting(&self) -> bool {
-        self.accepting_at(self.at_file_limit())
+        self.accepting_at(self.held_back())
     }
 
-    /// [`Parking::accepting`], given whether the child is at its file limit.
-    fn accepting_at(&self, file_limit: bool) -> bool {
+    /// [`Parking::accepting`], given [`Parking::held_back`].
+    fn accepting_at(&self, held_back: bool) -> bool {
         // Relaxed `broken`: set once; a worker that reads it late accepts once more, and
         // fails as the first did.
         !self.drain.is_stopping()
             && !self.broken.load(Ordering::Relaxed)
-            && !file_limit
+            && !held_back
             && !self.budget.spent()
     }
 
@@ -406,42 +414,58 @@ impl Parking {
         self.apply_registrations();
     }
 
+    /// Brings the gates' and the relay's registrations in line with whether the child
+    /// accepts, under the serial (the invariant it keeps: `gate`'s module doc).
     fn apply_registrations(&self) {
         let relay = self.relay.as_ref();
-        // Whether the gates belong in the set; when the file limit says no, the flag says so
-        // (for `closed`), set by the thread that decides, before it takes them out. One
-        // reading of the limit for both: with two, a close between them could see no flag
-        // while this holder took the gates out for the limit it read first, and nobody
-        // would put them back.
-        let wanted = || {
-            let at_limit = self.at_file_limit();
-            if at_limit {
-                self.files_blocked.store(true, Ordering::Relaxed);
-            }
-            self.accepting_at(at_limit)
-        };
         self.serial.run(|h| loop {
+            // One reading of the limit per pass, for the gates, the relay and the mark: with
+            // two, a close between them could find no mark while this holder took the gates
+            // out for the limit it read first, and nobody would put them back.
+            let held_back = self.held_back();
+            let wanted = self.accepting_at(held_back);
+            let mut refused = false;
+            for g in self.gates.iter() {
+                refused |= !g.apply(h, &self.set, wanted, relay);
+            }
+            if refused {
+                // The set refused a socket (RW00049): the child takes no more until one of
+                // its connections closes, as at EMFILE, and holding none it retires. The
+                // next pass takes the rest out.
+                if self.files.failed(Want::Watch, || self.drain.open()) == Failure::Retire {
+                    // Relaxed: see `accepting_at`.
+                    self.broken.store(true, Ordering::Relaxed);
+                    // Every worker may sleep in a set that nothing will wake now: the bell
+                    // wakes one (not exiting, it clears the bell and comes back to `wait`,
+                    // where it takes the news).
+                    self.bell.signal();
+                }
+                for g in self.gates.iter() {
+                    g.request();
+                }
+                continue;
+            }
             // A ring this set takes itself (its relay is still in) is passed on when the
             // relay leaves the set too, so the order of the two does not matter.
-            for g in self.gates.iter() {
-                g.apply(h, &self.set, &wanted, relay);
-            }
             if let Some(r) = relay {
                 let closing = self.gates.iter().any(Gate::is_closing);
-                r.apply(h, &self.set, wanted() && !closing);
+                r.apply(h, &self.set, wanted && !closing);
             }
-            // The flag (stored by `wanted` above), then the count: against `closed`, which
-            // lowers the count, then reads the flag. Either the close sees the flag and
-            // settles again, or this holder sees the close and applies again now.
-            let below = publish_then_check(
+            if held_back {
+                self.files_blocked.store(true, Ordering::Relaxed);
+            }
+            // The mark, then the count: against `gone`, which lowers the count, then reads
+            // the mark. Either the close sees the mark and settles again, or this holder
+            // sees the close and applies again now.
+            let put_back = publish_then_check(
                 || (),
                 |()| {
                     self.files_blocked.load(Ordering::Relaxed)
-                        && !self.at_file_limit()
+                        && !self.held_back()
                         && self.files_blocked.swap(false, Ordering::Relaxed)
                 },
             );
-            if !below {
+            if !put_back {
                 break;
             }
             for g in self.gates.iter() {
@@ -450,8 +474,8 @@ impl Parking {
         });
         self.rows.set_not_accepting(!self.accepting());
         // A stopping child accepts nothing anyway: it reports 0. The parent counts a child
-        // at its limit as one without idle threads (RW00041).
-        let at_limit = !self.drain.is_stopping() && self.at_file_limit();
+        // at its open-file limit as one without idle threads (RW00041).
+        let at_limit = !self.drain.is_stopping() && self.files.at_file_limit(self.drain.open());
         self.rows.set(Count::AtFileLimit, at_limit as i64);
     }
 
@@ -512,11 +536,18 @@ impl Parking {
         if last_out || !self.accepting() {
             self.settle(g);
         }
-        match (conn, broken) {
-            (Some((conn, how)), _) => Woken::New { conn, how },
-            (None, true) => Woken::Broken,
-            (None, false) => Woken::Nothing,
+        match conn {
+            Some((conn, how)) => Woken::New { conn, how },
+            None if self.broken_news() => Woken::Broken,
+            None => Woken::Nothing,
         }
+    }
+
+    /// Whether the child is broken and this worker is the first to hear it (it asks the
+    /// main thread to retire the child, sick).
+    fn broken_news(&self) -> bool {
+        // Relaxed: `broken` is set once (see `accepting_at`); the swap makes one teller.
+        self.broken.load(Ordering::Relaxed) && !self.broken_told.swap(true, Ordering::Relaxed)
     }
 
     /// A connection accepted on `gate` stays open after its first response: this child
@@ -728,7 +759,7 @@ impl Parking {
                 self.files.closed();
             }
             self.files_blocked.load(Ordering::Relaxed)
-                && !self.at_file_limit()
+                && !self.held_back()
                 && self.files_blocked.swap(false, Ordering::Relaxed)
         });
         if resettle {
@@ -736,8 +767,10 @@ impl Parking {
         }
     }
 
-    /// The child holds as many connections as its open-file limit allows.
-    fn at_file_limit(&self) -> bool {
+    /// The child takes no more connections until one closes: it holds as many as its
+    /// open-file limit allows, or was short of a descriptor or of a place in its set
+    /// (`shortage`).
+    fn held_back(&self) -> bool {
         // A stale bound costs one connection more or less (the reserve in `open_files`
         // covers it), and a close re-checks after its own decrement.
         self.files.at_limit(self.drain.open())

@@ -1,7 +1,8 @@
 //! How many connections a parking child takes: at most its budget for its open-file limit
 //! (`crate::mpm::open_files`), and none more, until one of its connections closes, once it
 //! was short of what it needs to take one: a descriptor (accept met EMFILE: modules hold
-//! more descriptors than the budget left free).
+//! more descriptors than the budget left free), or a place in its event set for a listening
+//! socket (the set refused it: `fs.epoll.max_user_watches`, memory; see `gate`).
 //!
 //! The rule is event's (stop accepting at a shortage) with one difference: a child that
 //! holds connections keeps them, since retiring would cut them, and tries again at its next
@@ -39,6 +40,8 @@ pub struct Shortage {
 pub enum Want {
     /// A descriptor: accept met EMFILE (its open-file limit, RW00042).
     Descriptor = 1,
+    /// A place in its event set for a listening socket (RW00049).
+    Watch = 2,
 }
 
 /// What a shortage leaves the child to do.
@@ -62,6 +65,12 @@ impl Shortage {
     /// Whether a child holding `open` connections takes no more.
     pub fn at_limit(&self, open: usize) -> bool {
         open >= self.budget || self.short.load(Relaxed) != 0
+    }
+
+    /// Whether a child holding `open` connections takes no more for its open-file limit
+    /// (what the parent is told: RW00041).
+    pub fn at_file_limit(&self, open: usize) -> bool {
+        open >= self.budget || self.short.load(Relaxed) == Want::Descriptor as u8
     }
 
     /// The child was short of `want`: marks it, then reads what it holds with `open` (after
@@ -149,6 +158,21 @@ mod tests {
         assert!(s.at_limit(1));
         s.closed();
         assert!(!s.at_limit(0));
+    }
+
+    #[test]
+    fn a_refused_socket_stops_the_child_but_is_not_its_file_limit() {
+        let s = Shortage::new(100);
+        assert_eq!(s.failed(Want::Watch, || 10), Failure::Short { first: true });
+        assert!(s.at_limit(10) && !s.at_file_limit(10));
+        assert_eq!(
+            s.failed(Want::Descriptor, || 10),
+            Failure::Short { first: false }
+        );
+        assert!(s.at_file_limit(10));
+        s.closed();
+        assert!(!s.at_limit(10) && !s.at_file_limit(10));
+        assert_eq!(s.failed(Want::Watch, || 0), Failure::Retire);
     }
 
     #[test]
