@@ -600,7 +600,7 @@ impl Parking {
 
     /// A lingering close that read what the client sent and waits on: parked again until
     /// the deadline its lingering close began with (in a graceful stop, the stop's shorter
-    /// one: [`stop_deadline`]). Err gives it back when that has passed, or it could not be
+    /// one: `stop_deadline`). Err gives it back when that has passed, or it could not be
     /// armed (the caller closes it).
     pub fn linger_on(&self, w: &mut Waiter, p: Parked) -> Result<(), AsyncConn> {
         let ends = match (self.stop_began(), p.state.stop_wait()) {
