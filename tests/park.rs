@@ -619,6 +619,19 @@ fn keep_alive_clients_that_connect_one_by_one_spread_over_the_children() {
     s.assert_no_warnings_in_error_log();
 }
 
+/// A connection in its lingering close: a `Connection: close` request answered, and the
+/// server's side shut down (the client's is open).
+fn lingering(s: &Server) -> TcpStream {
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = Vec::new();
+    c.read_to_end(&mut response).unwrap(); // the server shut its side down
+    assert!(response.starts_with(b"HTTP/1.1 200"));
+    c
+}
+
 /// A lingering close that the client keeps feeding: the server read what comes, waits on
 /// in the same place in its timeout list, and closes when the client does. Each write
 /// after the response lands on a connection still open (a closed socket would answer the
@@ -628,13 +641,7 @@ fn a_lingering_close_reads_what_the_client_still_sends_until_it_closes() {
     let Some(s) = start() else {
         return;
     };
-    let mut c = TcpStream::connect(s.addr()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    c.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut response = Vec::new();
-    c.read_to_end(&mut response).unwrap(); // the server shut its side down
-    assert!(response.starts_with(b"HTTP/1.1 200"));
+    let mut c = lingering(&s);
     for i in 0..5 {
         // Well past the worker's short wait for a FIN: the connection is parked.
         std::thread::sleep(Duration::from_millis(200));
@@ -663,13 +670,7 @@ fn a_graceful_stop_ends_a_lingering_close_the_client_keeps_feeding() {
     let Some(s) = start() else {
         return;
     };
-    let mut c = TcpStream::connect(s.addr()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    c.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut response = Vec::new();
-    c.read_to_end(&mut response).unwrap(); // the server shut its side down
-    assert!(response.starts_with(b"HTTP/1.1 200"));
+    let mut c = lingering(&s);
     let feed = |c: &mut TcpStream| {
         std::thread::sleep(Duration::from_millis(300));
         c.write_all(b"x")

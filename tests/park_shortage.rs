@@ -138,6 +138,31 @@ fn wait_until_quiet(s: &Server, child: i32) {
     );
 }
 
+/// `child`, which `what`, retires (sick), and the client `waiting` behind it is answered (by
+/// the child's replacement).
+fn served_by_a_replacement(s: &Server, child: i32, mut waiting: RawConn, what: &str) {
+    assert_eq!(
+        waiting.read_response().status,
+        200,
+        "the client waiting behind the child that {what} was not served\n{}",
+        s.error_log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || !s.children().contains(&child)),
+        "the child that {what} did not retire within 20 s\n{}",
+        s.error_log()
+    );
+}
+
+/// Waits up to 20 s for a line with `id` in the error log, expected `after` something.
+fn logged(s: &Server, id: &str, after: &str) {
+    assert!(
+        wait_until(Duration::from_secs(20), || s.error_log().contains(id)),
+        "no {id} after {after}\n{}",
+        s.error_log()
+    );
+}
+
 fn count_lines(log: &str, id: &str) -> usize {
     log.lines().filter(|l| l.contains(id)).count()
 }
@@ -182,17 +207,7 @@ fn a_child_holding_nothing_at_emfile_retires_sick_and_the_client_is_served() {
         wait_until(Duration::from_secs(20), || !fd.exists()),
         "the child never closed the connection that asked for /nofile (descriptor {own})"
     );
-    assert_eq!(
-        asking(&s).read_response().status,
-        200,
-        "the client waiting behind the sick child was not served\n{}",
-        s.error_log()
-    );
-    assert!(
-        wait_until(Duration::from_secs(20), || !s.children().contains(&child)),
-        "the child that met EMFILE holding nothing did not retire\n{}",
-        s.error_log()
-    );
+    served_by_a_replacement(&s, child, asking(&s), "met EMFILE holding nothing");
     // Linux takes the new descriptor before it looks at the queue, so every accept tried
     // in a child without one fails, a connection waiting or not. A worker that the hog's
     // connection woke with another may try only once the limit is set: that child then
@@ -237,13 +252,7 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
     // A module takes every descriptor the child has left (idle connection 0 asks).
     assert_eq!(nofile(&mut idle[0], "hold", false).0, 200);
     let mut waiting = asking(&s);
-    assert!(
-        wait_until(Duration::from_secs(20), || s
-            .error_log()
-            .contains("RW00042")),
-        "no RW00042 after the accept that met EMFILE\n{}",
-        s.error_log()
-    );
+    logged(&s, "RW00042", "the accept that met EMFILE");
     // It gives them back (idle connection 1 asks), and one idle connection closes.
     assert_eq!(nofile(&mut idle[1], "release", false).0, 200);
     drop(idle.pop());
@@ -271,8 +280,12 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
 /// One child, with one maintenance cycle behind it (a child that exits sick before the
 /// parent saw a healthy one ends the server, AH02325, as with the stock MPMs), holding
 /// idle connections for up to a minute, and a free slot for its replacement while it
-/// retires.
-fn one_child() -> Server {
+/// retires; a new connection that asked it for `/nofile?what` (and stays open). None when
+/// `test` does not run here.
+fn one_child_asked(test: &str, what: &str) -> Option<(Server, i32, RawConn)> {
+    if !rworker_only(test) {
+        return None;
+    }
     let s = start(
         ServerOpts::default()
             .start_servers(1)
@@ -285,7 +298,10 @@ fn one_child() -> Server {
     );
     // Maintenance runs once a second.
     std::thread::sleep(Duration::from_millis(1500));
-    s
+    let child = s.children()[0];
+    let mut c = RawConn::connect(&s.addr());
+    assert_eq!(nofile(&mut c, what, false).0, 200);
+    Some((s, child, c))
 }
 
 /// Issue 49, defect 2: ENFILE (the system's file table is full) is not the child's limit.
@@ -298,24 +314,10 @@ fn one_child() -> Server {
 /// minute.
 #[test]
 fn a_child_at_enfile_retires_sick_whatever_it_holds_and_the_client_is_served() {
-    if !rworker_only("a_child_at_enfile_retires_sick_whatever_it_holds") {
+    let Some((s, child, idle)) = one_child_asked("a_child_at_enfile_retires_sick", "enfile") else {
         return;
-    }
-    let s = one_child();
-    let child = s.children()[0];
-    let mut idle = RawConn::connect(&s.addr());
-    assert_eq!(nofile(&mut idle, "enfile", false).0, 200);
-    assert_eq!(
-        asking(&s).read_response().status,
-        200,
-        "the client waiting behind the child at ENFILE was not served\n{}",
-        s.error_log()
-    );
-    assert!(
-        wait_until(Duration::from_secs(20), || !s.children().contains(&child)),
-        "the child at ENFILE still runs 20 s on\n{}",
-        s.error_log()
-    );
+    };
+    served_by_a_replacement(&s, child, asking(&s), "met ENFILE");
     let log = s.error_log();
     assert!(count_lines(&log, "AH02179") >= 1, "{log}");
     assert_eq!(count_lines(&log, "RW00042"), 0, "{log}");
@@ -335,33 +337,14 @@ fn a_child_at_enfile_retires_sick_whatever_it_holds_and_the_client_is_served() {
 /// the client waited for ever.
 #[test]
 fn a_child_whose_set_refuses_its_listening_socket_tries_again_at_a_close() {
-    if !rworker_only("a_child_whose_set_refuses_its_listening_socket") {
+    let Some((s, child, turn)) = one_child_asked("a_child_whose_set_refuses", "refuse-listener")
+    else {
         return;
-    }
-    let s = one_child();
-    let child = s.children()[0];
-    let mut turn = RawConn::connect(&s.addr());
-    assert_eq!(nofile(&mut turn, "refuse-listener", false).0, 200);
-    assert!(
-        wait_until(Duration::from_secs(20), || s
-            .error_log()
-            .contains("RW00049")),
-        "no RW00049 after the turn\n{}",
-        s.error_log()
-    );
-    let mut waiting = asking(&s);
+    };
+    logged(&s, "RW00049", "the turn");
+    let waiting = asking(&s);
     drop(turn);
-    assert_eq!(
-        waiting.read_response().status,
-        200,
-        "the client waiting behind the refused socket was not served\n{}",
-        s.error_log()
-    );
-    assert!(
-        wait_until(Duration::from_secs(20), || !s.children().contains(&child)),
-        "the child whose set refused its socket still runs 20 s on\n{}",
-        s.error_log()
-    );
+    served_by_a_replacement(&s, child, waiting, "found its listening socket refused");
     // Once at the turn, once at the close.
     let log = s.error_log();
     assert_eq!(count_lines(&log, "RW00049"), 2, "{log}");

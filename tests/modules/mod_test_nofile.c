@@ -49,59 +49,67 @@
 #define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
 #endif
 
-#define ARG_LOW(n) (offsetof(struct seccomp_data, args) + (n) * sizeof(__u64))
-
-/* Installs `prog` in every thread of the process (0 on success). */
-static int install(struct sock_filter *prog, unsigned short len)
+/* From now on, in every thread of the process, the system call `nr` fails with `err` when
+ * the low 32 bits of its first `n` (at most 2) arguments `arg[i]` equal `val[i]`. 0 on
+ * success. */
+static int fail_syscall(int nr, int err, int n, const unsigned *arg, const __u32 *val)
 {
-    struct sock_fprog fprog = { len, prog };
+#ifdef TEST_AUDIT_ARCH
+    __u32 off[4] = { offsetof(struct seccomp_data, arch), offsetof(struct seccomp_data, nr) };
+    __u32 k[4] = { TEST_AUDIT_ARCH, (__u32)nr };
+    struct sock_filter prog[10];
+    unsigned short checks = (unsigned short)(2 + n), pc = 0;
+    unsigned short allow = (unsigned short)(2 * checks + 1);
+    struct sock_fprog fprog;
+    int i;
+    if (n < 0 || n > 2) {
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        off[2 + i] = (__u32)(offsetof(struct seccomp_data, args) + arg[i] * sizeof(__u64));
+        k[2 + i] = val[i];
+    }
+    /* Each check loads a word and, unless it matches, jumps to ALLOW. */
+    for (i = 0; i < checks; i++) {
+        struct sock_filter load = BPF_STMT(BPF_LD | BPF_W | BPF_ABS, off[i]);
+        struct sock_filter match = BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k[i], 0,
+                                            (unsigned char)(allow - pc - 2));
+        prog[pc++] = load;
+        prog[pc++] = match;
+    }
+    {
+        struct sock_filter fail = BPF_STMT(BPF_RET | BPF_K,
+                                           SECCOMP_RET_ERRNO | (err & SECCOMP_RET_DATA));
+        struct sock_filter pass = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        prog[pc++] = fail;
+        prog[pc++] = pass;
+    }
+    fprog.len = pc;
+    fprog.filter = prog;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         return -1;
     }
     return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
                         &fprog);
+#else
+    (void)nr; (void)err; (void)n; (void)arg; (void)val;
+    return -1;
+#endif
 }
 
 /* accept4 and accept fail with ENFILE. */
 static int fail_accept(void)
 {
-#ifdef TEST_AUDIT_ARCH
-    struct sock_filter prog[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 0, 4),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_accept4, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_accept, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENFILE),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    return install(prog, sizeof(prog) / sizeof(prog[0]));
-#else
-    return -1;
-#endif
+    return fail_syscall(__NR_accept4, ENFILE, 0, NULL, NULL)
+           || fail_syscall(__NR_accept, ENFILE, 0, NULL, NULL);
 }
 
 /* epoll_ctl(_, EPOLL_CTL_ADD, fd, _) fails with ENOSPC. */
 static int refuse_watch(int fd)
 {
-#ifdef TEST_AUDIT_ARCH
-    struct sock_filter prog[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 0, 7),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_epoll_ctl, 0, 5),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(1)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, EPOLL_CTL_ADD, 0, 3),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(2)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (__u32)fd, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSPC),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    return install(prog, sizeof(prog) / sizeof(prog[0]));
-#else
-    (void)fd;
-    return -1;
-#endif
+    const unsigned arg[2] = { 1, 2 };
+    const __u32 val[2] = { EPOLL_CTL_ADD, (__u32)fd };
+    return fail_syscall(__NR_epoll_ctl, ENOSPC, 2, arg, val);
 }
 
 /* The lowest free descriptor number (-1 if none). */

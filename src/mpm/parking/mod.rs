@@ -230,10 +230,11 @@ pub struct Parking {
     /// MaxConnectionsPerChild.
     budget: ConnectionBudget,
     /// The most connections the child may hold for its open-file limit
-    /// (`crate::mpm::open_files`), and none more until a close once accept met EMFILE.
+    /// (`crate::mpm::open_files`), and none more until a close once it was short of a
+    /// descriptor (EMFILE) or of a place in its set for a listening socket.
     files: Shortage,
-    /// The gates were taken out of the set at the open-file limit: a close below it puts
-    /// them back.
+    /// The gates were taken out of the set while the child was held back
+    /// ([`Parking::held_back`]): the close that ends that puts them back.
     files_blocked: AtomicBool,
     /// Accept broke (a resource shortage): the child retires, sick, and takes no more
     /// connections meanwhile.
@@ -391,8 +392,8 @@ impl Parking {
 
     /// [`Parking::accepting`], given [`Parking::held_back`].
     fn accepting_at(&self, held_back: bool) -> bool {
-        // Relaxed `broken`: set once; a worker that reads it late accepts once more, and
-        // fails as the first did.
+        // Relaxed `broken`: set once; a worker that reads it late accepts once more (it
+        // fails as the first did, or serves that connection while the child retires).
         !self.drain.is_stopping()
             && !self.broken.load(Ordering::Relaxed)
             && !held_back
