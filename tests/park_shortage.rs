@@ -1,5 +1,5 @@
-//! A parking child at a descriptor shortage: accept meets EMFILE (a module holds more
-//! descriptors than rworker keeps free). Here a test module
+//! A parking child at a shortage: accept meets EMFILE (a module holds more descriptors than
+//! rworker keeps free), or ENFILE, or its event set refuses its listening socket. Here a test module
 //! (`tests/modules/mod_test_nofile.c`, built with the installed headers) lowers the
 //! serving child's own open-file limit to what it holds, and gives it back, which is what
 //! the kernel sees when a module takes every descriptor left and then closes them.
@@ -10,6 +10,9 @@
 //! - A child that holds connections keeps them and takes no more until some close; once
 //!   descriptors are free again it takes its full share again (nothing lowers its
 //!   capacity for good).
+//! - ENFILE, and a set that refuses the listening socket (`fs.epoll.max_user_watches`),
+//!   are shortages no test can bring about for one process: the test module's seccomp
+//!   filters fail those calls in the serving child alone.
 
 mod common;
 
