@@ -277,7 +277,10 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
     let lines = count_lines(&log, "AH02179");
     assert!((1..=5).contains(&lines), "{lines} AH02179 lines\n{log}");
     assert_eq!(count_lines(&log, "RW00042"), 1, "{log}");
-    s.assert_no_warnings_in_error_log_except(&["AH02179", "RW00042"]);
+    // The held-back child reports itself at its open-file limit, and a maintenance cycle
+    // that lands before the test's close says so (RW00041): on a loaded machine it may
+    // (1 of 7 runs under two busy loops).
+    s.assert_no_warnings_in_error_log_except(&["AH02179", "RW00042", "RW00041"]);
 }
 
 /// One child, with one maintenance cycle behind it (a child that exits sick before the
