@@ -1,5 +1,5 @@
-//! A parking child at a descriptor shortage: accept meets EMFILE (a module holds more
-//! descriptors than rworker keeps free). Here a test module
+//! A parking child at a shortage: accept meets EMFILE (a module holds more descriptors than
+//! rworker keeps free), or ENFILE, or its event set refuses its listening socket. Here a test module
 //! (`tests/modules/mod_test_nofile.c`, built with the installed headers) lowers the
 //! serving child's own open-file limit to what it holds, and gives it back, which is what
 //! the kernel sees when a module takes every descriptor left and then closes them.
@@ -10,6 +10,9 @@
 //! - A child that holds connections keeps them and takes no more until some close; once
 //!   descriptors are free again it takes its full share again (nothing lowers its
 //!   capacity for good).
+//! - ENFILE, and a set that refuses the listening socket (`fs.epoll.max_user_watches`),
+//!   are shortages no test can bring about for one process: the test module's seccomp
+//!   filters fail those calls in the serving child alone.
 
 mod common;
 
@@ -138,6 +141,31 @@ fn wait_until_quiet(s: &Server, child: i32) {
     );
 }
 
+/// `child`, which `what`, retires (sick), and the client `waiting` behind it is answered (by
+/// the child's replacement).
+fn served_by_a_replacement(s: &Server, child: i32, mut waiting: RawConn, what: &str) {
+    assert_eq!(
+        waiting.read_response().status,
+        200,
+        "the client waiting behind the child that {what} was not served\n{}",
+        s.error_log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || !s.children().contains(&child)),
+        "the child that {what} did not retire within 20 s\n{}",
+        s.error_log()
+    );
+}
+
+/// Waits up to 20 s for a line with `id` in the error log, expected `after` something.
+fn logged(s: &Server, id: &str, after: &str) {
+    assert!(
+        wait_until(Duration::from_secs(20), || s.error_log().contains(id)),
+        "no {id} after {after}\n{}",
+        s.error_log()
+    );
+}
+
 fn count_lines(log: &str, id: &str) -> usize {
     log.lines().filter(|l| l.contains(id)).count()
 }
@@ -182,17 +210,7 @@ fn a_child_holding_nothing_at_emfile_retires_sick_and_the_client_is_served() {
         wait_until(Duration::from_secs(20), || !fd.exists()),
         "the child never closed the connection that asked for /nofile (descriptor {own})"
     );
-    assert_eq!(
-        asking(&s).read_response().status,
-        200,
-        "the client waiting behind the sick child was not served\n{}",
-        s.error_log()
-    );
-    assert!(
-        wait_until(Duration::from_secs(20), || !s.children().contains(&child)),
-        "the child that met EMFILE holding nothing did not retire\n{}",
-        s.error_log()
-    );
+    served_by_a_replacement(&s, child, asking(&s), "met EMFILE holding nothing");
     // Linux takes the new descriptor before it looks at the queue, so every accept tried
     // in a child without one fails, a connection waiting or not. A worker that the hog's
     // connection woke with another may try only once the limit is set: that child then
@@ -237,13 +255,7 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
     // A module takes every descriptor the child has left (idle connection 0 asks).
     assert_eq!(nofile(&mut idle[0], "hold", false).0, 200);
     let mut waiting = asking(&s);
-    assert!(
-        wait_until(Duration::from_secs(20), || s
-            .error_log()
-            .contains("RW00042")),
-        "no RW00042 after the accept that met EMFILE\n{}",
-        s.error_log()
-    );
+    logged(&s, "RW00042", "the accept that met EMFILE");
     // It gives them back (idle connection 1 asks), and one idle connection closes.
     assert_eq!(nofile(&mut idle[1], "release", false).0, 200);
     drop(idle.pop());
@@ -265,5 +277,82 @@ fn a_child_holding_connections_at_emfile_takes_its_full_share_once_descriptors_a
     let lines = count_lines(&log, "AH02179");
     assert!((1..=5).contains(&lines), "{lines} AH02179 lines\n{log}");
     assert_eq!(count_lines(&log, "RW00042"), 1, "{log}");
-    s.assert_no_warnings_in_error_log_except(&["AH02179", "RW00042"]);
+    // The held-back child reports itself at its open-file limit, and a maintenance cycle
+    // that lands before the test's close says so (RW00041): on a loaded machine it may
+    // (1 of 7 runs under two busy loops).
+    s.assert_no_warnings_in_error_log_except(&["AH02179", "RW00042", "RW00041"]);
+}
+
+/// One child, with one maintenance cycle behind it (a child that exits sick before the
+/// parent saw a healthy one ends the server, AH02325, as with the stock MPMs), holding
+/// idle connections for up to a minute, and a free slot for its replacement while it
+/// retires; a new connection that asked it for `/nofile?what` (and stays open). None when
+/// `test` does not run here.
+fn one_child_asked(test: &str, what: &str) -> Option<(Server, i32, RawConn)> {
+    if !rworker_only(test) {
+        return None;
+    }
+    let s = start(
+        ServerOpts::default()
+            .start_servers(1)
+            .server_limit(2)
+            .threads_per_child(5)
+            .max_request_workers(10)
+            .spare_threads(1, 100)
+            .max_keep_alive_requests(0)
+            .line("KeepAliveTimeout 60"),
+    );
+    // Maintenance runs once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let child = s.children()[0];
+    let mut c = RawConn::connect(&s.addr());
+    assert_eq!(nofile(&mut c, what, false).0, 200);
+    Some((s, child, c))
+}
+
+/// Issue 49, defect 2: ENFILE (the system's file table is full) is not the child's limit.
+/// The serving child's accepts fail with ENFILE (the test module's seccomp filter) while it
+/// holds an idle connection: it retires sick, as event's children do, and its replacement
+/// serves the waiting client. Before: ENFILE was taken for EMFILE, the child held back
+/// until a close (RW00042, which tells the administrator to raise the process's limit) and
+/// reported itself at its file limit, so the parent counted it out and forked more children
+/// into a shortage of the whole system; the client waited for the idle connection's
+/// minute.
+#[test]
+fn a_child_at_enfile_retires_sick_whatever_it_holds_and_the_client_is_served() {
+    let Some((s, child, idle)) = one_child_asked("a_child_at_enfile_retires_sick", "enfile") else {
+        return;
+    };
+    served_by_a_replacement(&s, child, asking(&s), "met ENFILE");
+    let log = s.error_log();
+    assert!(count_lines(&log, "AH02179") >= 1, "{log}");
+    assert_eq!(count_lines(&log, "RW00042"), 0, "{log}");
+    drop(idle);
+    s.assert_no_warnings_in_error_log_except(&["AH02179", "AH00279"]);
+}
+
+/// Issue 49, defect 1: the set refuses a listening socket (EPOLL_CTL_ADD fails:
+/// `fs.epoll.max_user_watches`, shared by every process of the user, which a test cannot
+/// lower without breaking every other server of that user; here the test module's seccomp
+/// filter refuses it in the serving child alone). The child's turn on the socket (a new
+/// connection stays open after its first response) meets the refusal: it takes no more
+/// connections, tries again at its next close, and there, holding nothing, retires sick;
+/// its replacement serves the client that waited. Before: the socket stayed out of the set
+/// for good (a close re-settled only at the file limit, and a turn needs a connection from
+/// that socket) while the child reported that it accepted, so the parent forked nothing and
+/// the client waited for ever.
+#[test]
+fn a_child_whose_set_refuses_its_listening_socket_tries_again_at_a_close() {
+    let Some((s, child, turn)) = one_child_asked("a_child_whose_set_refuses", "refuse-listener")
+    else {
+        return;
+    };
+    logged(&s, "RW00049", "the turn");
+    let waiting = asking(&s);
+    drop(turn);
+    served_by_a_replacement(&s, child, waiting, "found its listening socket refused");
+    // Once at the turn, once at the close.
+    let log = s.error_log();
+    assert_eq!(count_lines(&log, "RW00049"), 2, "{log}");
+    s.assert_no_warnings_in_error_log_except(&["RW00049", "AH00279"]);
 }

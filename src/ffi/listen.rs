@@ -484,11 +484,7 @@ unsafe fn accept_on(lr: NonNull<sys::ap_listen_rec>, ptrans: &mut Pool) -> Accep
         // ap_unixd_accept logged AH02179 and gives no cause; errno may still hold it, and
         // where logging overwrote it, a descriptor we cannot get says the same.
         let errno = std::io::Error::last_os_error().raw_os_error();
-        return if out_of_files(errno) || out_of_files(probe_descriptor()) {
-            Accepted::OutOfFiles
-        } else {
-            Accepted::Broken
-        };
+        return accept_failure(errno, probe_descriptor);
     }
     // SAFETY: on success the socket is open, ours alone, and lives in ptrans.
     match unsafe { ClientSocket::from_raw(sock as *mut sys::apr_socket_t) } {
@@ -500,8 +496,18 @@ unsafe fn accept_on(lr: NonNull<sys::ap_listen_rec>, ptrans: &mut Pool) -> Accep
     }
 }
 
-fn out_of_files(errno: Option<i32>) -> bool {
-    matches!(errno, Some(libc::EMFILE) | Some(libc::ENFILE))
+/// What an accept that `ap_unixd_accept` found fatal means, from the `errno` it left
+/// (`probe`: the errno of taking a descriptor now, for when logging overwrote it). Only
+/// EMFILE is the process's own limit, which a close lifts; ENFILE (the system's file table
+/// is full), ENOMEM and the rest are a shortage outside the child: it retires sick, as
+/// event's does, and the parent's spawn rate drops for it.
+fn accept_failure(errno: Option<i32>, probe: impl FnOnce() -> Option<i32>) -> Accepted {
+    let own_limit = |e: Option<i32>| e == Some(libc::EMFILE);
+    if own_limit(errno) || (errno != Some(libc::ENFILE) && own_limit(probe())) {
+        Accepted::OutOfFiles
+    } else {
+        Accepted::Broken
+    }
 }
 
 /// Takes a new descriptor and gives it back: None when one could be had, else the errno.
@@ -528,8 +534,9 @@ pub enum Accepted {
     Empty,
     /// The listener is broken (`ap_unixd_accept` logged why): the child should retire.
     Broken,
-    /// The process (or the system) is out of descriptors (EMFILE, ENFILE; the core logged
-    /// AH02179): a child that holds connections waits for some to close.
+    /// The process is at its open-file limit (EMFILE; the core logged AH02179): a child
+    /// that holds connections waits for one to close. ENFILE (the system's table) is
+    /// [`Accepted::Broken`].
     OutOfFiles,
 }
 
@@ -679,5 +686,32 @@ impl AcceptMutex {
             0 => Ok(()),
             rv => Err(rv),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(errno: Option<i32>, probe: Option<i32>) -> &'static str {
+        match accept_failure(errno, || probe) {
+            Accepted::OutOfFiles => "own limit",
+            Accepted::Broken => "broken",
+            _ => "other",
+        }
+    }
+
+    #[test]
+    fn only_the_process_limit_waits_for_a_close() {
+        assert_eq!(failure(Some(libc::EMFILE), None), "own limit");
+        // Logging overwrote errno: a descriptor the child cannot get says which.
+        assert_eq!(failure(Some(libc::ENOTTY), Some(libc::EMFILE)), "own limit");
+        assert_eq!(failure(None, Some(libc::EMFILE)), "own limit");
+        // Before: ENFILE lowered the child (RW00042, at its file limit for the parent,
+        // which forked more children into a system-wide shortage).
+        assert_eq!(failure(Some(libc::ENFILE), None), "broken");
+        assert_eq!(failure(Some(libc::ENFILE), Some(libc::EMFILE)), "broken");
+        assert_eq!(failure(Some(libc::ENOTTY), Some(libc::ENFILE)), "broken");
+        assert_eq!(failure(Some(libc::ENOMEM), None), "broken");
     }
 }

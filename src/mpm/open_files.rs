@@ -9,7 +9,8 @@
 //!   stops accepting: new clients go to its siblings, or wait in the backlog. So it does
 //!   not meet EMFILE, which the core reports as a broken listener (AH02179): the child
 //!   would retire sick and drop every connection it holds. Should a module's own
-//!   descriptors bring EMFILE anyway, the budget shrinks to what the child holds then.
+//!   descriptors bring EMFILE anyway, the child takes no more until its next close
+//!   (`parking::shortage`).
 //! - The parent counts a child at its limit as having no idle thread (it takes no new
 //!   connection), so it forks another where MaxRequestWorkers allows, and warns once
 //!   (RW00041, `parent::maintenance`).

@@ -453,7 +453,7 @@ fn log_line(line: &Line) {
         Line::AtFileLimit { children } => crate::mpm_log!(
             level::WARNING,
             0,
-            "RW00041: {children} child(ren) hold as many connections as the open-file limit ({}) allows and accept no more until some close; new clients go to other children or wait; raise the limit (ulimit -n, or LimitNOFILE= under systemd)",
+            "RW00041: {children} child(ren) hold as many connections as their open-file limit (RLIMIT_NOFILE, {} per process, as the parent set it) allows and accept no more until some close; new clients go to other children or wait; raise the limit (ulimit -n, or LimitNOFILE= under systemd)",
             process::open_files_limit()
         ),
         Line::MaxRequestWorkersReached => crate::mpm_log!(

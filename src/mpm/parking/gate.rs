@@ -2,48 +2,46 @@
 //!
 //! The socket is registered level-triggered and exclusive (`Interest::ReadLevelExclusive`):
 //! a new connection wakes one waiter, in one child's set that has a waiter, and a woken
-//! worker accepts one connection. Level-triggered, the set reports the socket again to the
-//! next waiter while connections are queued, so a burst is spread over the waiters without
-//! anybody polling the queue. Deleting the registration and adding it again (`apply`) puts
-//! this child at the back of the socket's queue of sets, so the next connection goes to a
-//! sibling that waits (children take turns), and polls the socket anew. Deleting it (and
-//! not adding it back) is how a child stops accepting: at its open-file limit, at
-//! MaxConnectionsPerChild, when it stops.
+//! worker accepts one connection. The set reports the socket again to the next waiter
+//! while connections are queued, so a burst is spread over the waiters without anybody
+//! polling the queue; the cost is that once the queue is empty, one more waiter may be
+//! woken for nothing. If no worker waits when a connection comes, the event stays in the
+//! set's ready list for the next one that waits.
 //!
+//! Children take turns: deleting the registration and adding it again ([`Gate::apply`])
+//! puts this child at the back of the socket's queue of sets, so the next connection goes
+//! to a sibling that waits, and polls the socket anew. The kernel gives a new connection to
+//! the first set in that queue that has a waiter; without turns, busy keep-alive
+//! connections pile up in the child at the front (whenever one of its workers has just
+//! parked one) and wait there for each other's requests, and a child with as many busy
+//! connections as workers has nobody waiting, so nobody holds (`worker::HOLD_ON_WORKER`).
 //! The turn is taken when a new connection stays open after its first response
-//! (`Parking::take_turn`), not at every accept. Why turns at all: the kernel gives a new
-//! connection to the first set in the socket's queue that has a waiter, so without them
-//! the child at the front takes every connection whenever one of its workers has just
-//! parked a busy one, and busy keep-alive connections pile up there (one child held 37 of
-//! `wrk -c50`'s connections on 25 workers, its siblings 1-3) while siblings' workers idle.
-//! Those connections then wait for each other's requests (p99 6-8 ms against the stock
-//! worker's 3), and a child with as many busy connections as workers has nobody waiting,
-//! so nobody holds (see `worker::HOLD_ON_WORKER`) and every request parks. Taking turns
-//! keeps them spread (17/16/17, as `wrk -c50` without reconnects lands). Measured
-//! (rworker-ab, Debian's sizing, MaxKeepAliveRequests 100, 5 reps paired against the build
-//! without turns, 2026-12-05): keep-alive 50 clients 1.12x / 1.06x the requests (1 B / 4
-//! KiB) at 0.88x / 0.96x the CPU per request, p99 2.9 against 7.7 ms. Why not at every
-//! accept (as until 2026-12-06): a connection that closes after one response leaves
-//! nothing to spread, and the two `epoll_ctl` calls cost a `Connection: close` request
-//! about 5 % of the server's CPU (perf, `wrk -c100`, Debian's sizing); paired against
-//! turns at every accept (3 reps, 1 B): close 100 clients 1.10x the requests at 0.90x the
-//! CPU, keep-alive 50 within the spread (1.02x / 0.96x).
+//! (`Parking::take_turn`), not at every accept: a connection that closes after one
+//! response leaves nothing to spread, and two `epoll_ctl` calls per connection are a
+//! measurable share of a short request's CPU. The measurements behind these choices, and the
+//! edge-triggered design before, are in docs/history.md ("The listening socket in the event
+//! set").
 //!
-//! Why level-triggered: until 2026-12-07 the socket was edge-triggered. The kernel wakes a
-//! waiter for every new connection, but an edge-triggered socket whose event is already
-//! pending reports one event for all the connections that came meanwhile: the waiter woken
-//! for the second finds nothing and sleeps again. So a worker that had accepted one
-//! polled the queue (a `poll` per connection) and, finding more, deleted and added the
-//! socket again (two `epoll_ctl` calls and a wake). Level-triggered, the event stays in
-//! the set's ready list while connections are queued, and the waiter woken for the second
-//! connection gets it. The cost: once the queue is empty, one more waiter may be woken for
-//! nothing (the kernel wakes a waiter when it puts the socket back on the ready list, and
-//! that waiter finds it not ready). Measured (rworker-ab, Debian's sizing, 1 B, 5 reps,
-//! edge- against level-triggered in one interleaved run, 2026-12-07): `Connection: close`
-//! 50 / 100 / 400 clients 1.11x / 1.07x / 1.04x the requests at 0.87x / 0.91x / 0.94x the
-//! CPU per request, keep-alive 50 / 100 / 400 within the spread; at four clients (`--percon`,
-//! ab -c 4, 5 reps) 87.5 against 87.1 µs CPU per connection. If no worker waits in the set
-//! when a connection comes, the event stays in its ready list for the next one that waits.
+//! # When the socket is in the set
+//!
+//! Once the last requested change is applied, the socket is in its child's set exactly
+//! when the child accepts (`Parking::accepting`: not stopping, not broken,
+//! MaxConnectionsPerChild not spent, not held back by its open-file budget or a shortage,
+//! `shortage`) and the set took it. Two rules keep that without a lock:
+//! - Whoever changes what `accepting` reads settles the gates afterwards
+//!   (`Parking::settle`: [`Gate::request`], then [`Gate::apply`] under the child's
+//!   `rworker_queue::Serial`): the accept that reaches a limit or breaks, the stop, a turn,
+//!   a ring of the relay, the start.
+//! - A close puts them back: the holder that takes them out while the child is held back
+//!   marks that (`files_blocked`), then re-reads the open count; a close lowers the count,
+//!   then clears its shortage mark and reads `files_blocked` (a Dekker pair through
+//!   `publish_then_check`), so one of the two settles again.
+//!
+//! A set that refuses the socket (EPOLL_CTL_ADD fails: `fs.epoll.max_user_watches`, memory;
+//! RW00049) leaves it out and holds the child back until its next close, which tries again
+//! (`shortage::Want::Watch`); a child that holds nothing has no close to wait for, and
+//! retires sick. The relay (`relay`) is in the set on the same condition, and out while a
+//! gate is closing.
 //!
 //! Taking the socket out of the set (and not adding it back) drops a new connection's
 //! event that the set took and no worker collected yet: the kernel told no other set of
@@ -145,15 +143,19 @@ impl Gate {
         self.requested.store(true, Ordering::Release);
     }
 
-    /// If a change was requested: brings the registration in line with `wanted()`
-    /// (evaluated now): in the set (deleted and added again, which polls the socket anew)
+    /// If a change was requested: brings the registration in line with `wanted` (the
+    /// child accepts): in the set (deleted and added again, which polls the socket anew)
     /// or out of it, ringing `relay` if connections are queued once it is out; and closes
-    /// the socket once it is closing, out of the set and nobody is inside.
-    pub fn apply(&self, _: &Holder, set: &Epoll, wanted: &dyn Fn() -> bool, relay: Option<&Relay>) {
+    /// the socket once it is closing, out of the set and nobody is inside. False when the
+    /// set refused to take the socket (it is out: the caller stops the child accepting
+    /// until a close, `shortage`).
+    #[must_use]
+    pub fn apply(&self, _: &Holder, set: &Epoll, wanted: bool, relay: Option<&Relay>) -> bool {
         // Acquire: pairs with `request`'s Release (see there).
         if !self.requested.swap(false, Ordering::Acquire) || self.closed.load(Ordering::Relaxed) {
-            return;
+            return true;
         }
+        let mut taken = true;
         let closing = self.inside.is_closing();
         let fd = self.sock.os_fd();
         let was = self.registered.load(Ordering::Relaxed);
@@ -167,7 +169,7 @@ impl Gate {
                 }
             }
         };
-        if !closing && wanted() {
+        if !closing && wanted {
             if was {
                 let _ = set.delete(fd);
             }
@@ -175,10 +177,12 @@ impl Gate {
                 Ok(()) => self.registered.store(true, Ordering::Relaxed),
                 Err(errno) => {
                     self.registered.store(false, Ordering::Relaxed);
+                    taken = false;
                     crate::mpm_log!(
                         level::ERR,
                         errno,
-                        "RW00049: could not put a listening socket in the child's event set; its new connections go to sibling children until the child tries again (at its next close or turn)"
+                        "RW00049: child {} could not put listening socket {fd} in its event set (fs.epoll.max_user_watches, which every process of the user shares, or memory): it takes no new connections until one of its own closes, and retires, sick, if it holds none; its queued connections go to sibling children",
+                        std::process::id()
                     );
                     pass_on();
                 }
@@ -205,6 +209,7 @@ impl Gate {
                 vacated && !registered
             );
         }
+        taken
     }
 }
 

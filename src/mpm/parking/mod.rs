@@ -43,7 +43,7 @@ mod relay;
 mod shortage;
 pub mod states;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rworker_queue::{
@@ -64,7 +64,7 @@ use crate::mpm::status::Counter;
 use classes::Classes;
 use gate::{Gate, Inside};
 use relay::Relay;
-use shortage::{Epoch, Failure, Shortage};
+use shortage::{Failure, Shortage, Want};
 use states::{rule, ConnState, Place, LINGER, SHORT_LINGER, STOP_KEEP_ALIVE};
 
 /// The bell's key in the set.
@@ -256,14 +256,19 @@ pub struct Parking {
     /// MaxConnectionsPerChild.
     budget: ConnectionBudget,
     /// The most connections the child may hold for its open-file limit
-    /// (`crate::mpm::open_files`), lowered for a while when accept meets EMFILE.
+    /// (`crate::mpm::open_files`), and none more until a close once it was short of a
+    /// descriptor (EMFILE) or of a place in its set for a listening socket.
     files: Shortage,
-    /// The gates were taken out of the set at the open-file limit: a close below it puts
-    /// them back.
+    /// The gates were taken out of the set while the child was held back
+    /// ([`Parking::held_back`]): the close that ends that puts them back.
     files_blocked: AtomicBool,
     /// Accept broke (a resource shortage): the child retires, sick, and takes no more
     /// connections meanwhile.
     broken: AtomicBool,
+    /// A worker took the news of `broken` to the child's main thread ([`Woken::Broken`]).
+    broken_told: AtomicBool,
+    /// When a graceful stop began ([`monotonic_ns`]; written once, before the stop's mark).
+    stop_time: AtomicU64,
     /// Workers (each a timeout producer; the main thread is one more, for the stop).
     workers: usize,
     /// The child's counts as its rows show them.
@@ -317,6 +322,8 @@ impl Parking {
             files: Shortage::new(open_files::child_connection_budget(workers)),
             files_blocked: AtomicBool::new(false),
             broken: AtomicBool::new(false),
+            broken_told: AtomicBool::new(false),
+            stop_time: AtomicU64::new(0),
             workers,
             rows,
             pconf,
@@ -341,6 +348,11 @@ impl Parking {
     pub fn wait(&'static self, w: &mut Waiter) -> Woken {
         if self.drain.is_exiting() {
             return Woken::Exit;
+        }
+        // Broken where no worker could say so (a close, a turn or the start found the set
+        // refusing a listening socket with nothing held).
+        if self.broken_news() {
+            return Woken::Broken;
         }
         self.rows.add(Count::IdleWorkers, 1);
         // Relaxed: a hint for keep-alive holds (`has_waiters`).
@@ -401,16 +413,16 @@ impl Parking {
 
     /// Whether the child takes new connections now.
     fn accepting(&self) -> bool {
-        self.accepting_at(self.at_file_limit())
+        self.accepting_at(self.held_back())
     }
 
-    /// [`Parking::accepting`], given whether the child is at its file limit.
-    fn accepting_at(&self, file_limit: bool) -> bool {
-        // Relaxed `broken`: set once; a worker that reads it late accepts once more, and
-        // fails as the first did.
+    /// [`Parking::accepting`], given [`Parking::held_back`].
+    fn accepting_at(&self, held_back: bool) -> bool {
+        // Relaxed `broken`: set once; a worker that reads it late accepts once more (it
+        // fails as the first did, or serves that connection while the child retires).
         !self.drain.is_stopping()
             && !self.broken.load(Ordering::Relaxed)
-            && !file_limit
+            && !held_back
             && !self.budget.spent()
     }
 
@@ -429,42 +441,58 @@ impl Parking {
         self.apply_registrations();
     }
 
+    /// Brings the gates' and the relay's registrations in line with whether the child
+    /// accepts, under the serial (the invariant it keeps: `gate`'s module doc).
     fn apply_registrations(&self) {
         let relay = self.relay.as_ref();
-        // Whether the gates belong in the set; when the file limit says no, the flag says so
-        // (for `closed`), set by the thread that decides, before it takes them out. One
-        // reading of the limit for both: with two, a close between them could see no flag
-        // while this holder took the gates out for the limit it read first, and nobody
-        // would put them back.
-        let wanted = || {
-            let at_limit = self.at_file_limit();
-            if at_limit {
-                self.files_blocked.store(true, Ordering::Relaxed);
-            }
-            self.accepting_at(at_limit)
-        };
         self.serial.run(|h| loop {
+            // One reading of the limit per pass, for the gates, the relay and the mark: with
+            // two, a close between them could find no mark while this holder took the gates
+            // out for the limit it read first, and nobody would put them back.
+            let held_back = self.held_back();
+            let wanted = self.accepting_at(held_back);
+            let mut refused = false;
+            for g in self.gates.iter() {
+                refused |= !g.apply(h, &self.set, wanted, relay);
+            }
+            if refused {
+                // The set refused a socket (RW00049): the child takes no more until one of
+                // its connections closes, as at EMFILE, and holding none it retires. The
+                // next pass takes the rest out.
+                if self.files.failed(Want::Watch, || self.drain.open()) == Failure::Retire {
+                    // Relaxed: see `accepting_at`.
+                    self.broken.store(true, Ordering::Relaxed);
+                    // Every worker may sleep in a set that nothing will wake now: the bell
+                    // wakes one (not exiting, it clears the bell and comes back to `wait`,
+                    // where it takes the news).
+                    self.bell.signal();
+                }
+                for g in self.gates.iter() {
+                    g.request();
+                }
+                continue;
+            }
             // A ring this set takes itself (its relay is still in) is passed on when the
             // relay leaves the set too, so the order of the two does not matter.
-            for g in self.gates.iter() {
-                g.apply(h, &self.set, &wanted, relay);
-            }
             if let Some(r) = relay {
                 let closing = self.gates.iter().any(Gate::is_closing);
-                r.apply(h, &self.set, wanted() && !closing);
+                r.apply(h, &self.set, wanted && !closing);
             }
-            // The flag (stored by `wanted` above), then the count: against `closed`, which
-            // lowers the count, then reads the flag. Either the close sees the flag and
-            // settles again, or this holder sees the close and applies again now.
-            let below = publish_then_check(
+            if held_back {
+                self.files_blocked.store(true, Ordering::Relaxed);
+            }
+            // The mark, then the count: against `gone`, which lowers the count, then reads
+            // the mark. Either the close sees the mark and settles again, or this holder
+            // sees the close and applies again now.
+            let put_back = publish_then_check(
                 || (),
                 |()| {
                     self.files_blocked.load(Ordering::Relaxed)
-                        && !self.at_file_limit()
+                        && !self.held_back()
                         && self.files_blocked.swap(false, Ordering::Relaxed)
                 },
             );
-            if !below {
+            if !put_back {
                 break;
             }
             for g in self.gates.iter() {
@@ -473,8 +501,8 @@ impl Parking {
         });
         self.rows.set_not_accepting(!self.accepting());
         // A stopping child accepts nothing anyway: it reports 0. The parent counts a child
-        // at its limit as one without idle threads (RW00041).
-        let at_limit = !self.drain.is_stopping() && self.at_file_limit();
+        // at its open-file limit as one without idle threads (RW00041).
+        let at_limit = !self.drain.is_stopping() && self.files.at_file_limit(self.drain.open());
         self.rows.set(Count::AtFileLimit, at_limit as i64);
     }
 
@@ -493,7 +521,6 @@ impl Parking {
                 broken = true;
                 break;
             };
-            let epoch = self.files.epoch();
             match inside.accept(&mut pool) {
                 Accepted::Socket(sock) => {
                     self.opened();
@@ -512,12 +539,9 @@ impl Parking {
                         // Another waiter took it (the set reports a queued socket to
                         // every waiter it wakes meanwhile).
                         Accepted::Empty => {}
-                        // Holding nothing, the child cannot serve at all: it retires, sick,
-                        // as the stock MPMs' children do at any EMFILE.
-                        Accepted::OutOfFiles => match self.drain.open() {
-                            0 => broken = true,
-                            open => self.out_of_files(open, epoch),
-                        },
+                        // No more until a close; holding nothing, the child cannot serve at
+                        // all: it retires, sick, as the stock MPMs' children do at any EMFILE.
+                        Accepted::OutOfFiles => broken = self.out_of_files(),
                         Accepted::Broken => broken = true,
                         // Interrupted, or the client left first: look again.
                         Accepted::Nothing | Accepted::Socket(_) => continue,
@@ -539,14 +563,18 @@ impl Parking {
         if last_out || !self.accepting() {
             self.settle(g);
         }
-        if conn.is_some() {
-            self.files.accepted(self.drain.open());
+        match conn {
+            Some((conn, how)) => Woken::New { conn, how },
+            None if self.broken_news() => Woken::Broken,
+            None => Woken::Nothing,
         }
-        match (conn, broken) {
-            (Some((conn, how)), _) => Woken::New { conn, how },
-            (None, true) => Woken::Broken,
-            (None, false) => Woken::Nothing,
-        }
+    }
+
+    /// Whether the child is broken and this worker is the first to hear it (it asks the
+    /// main thread to retire the child, sick).
+    fn broken_news(&self) -> bool {
+        // Relaxed: `broken` is set once (see `accepting_at`); the swap makes one teller.
+        self.broken.load(Ordering::Relaxed) && !self.broken_told.swap(true, Ordering::Relaxed)
     }
 
     /// A connection accepted on `gate` stays open after its first response: this child
@@ -598,13 +626,31 @@ impl Parking {
     }
 
     /// A lingering close that read what the client sent and waits on: parked again until
-    /// the deadline its lingering close began with. Err gives it back when that has passed,
-    /// or it could not be armed (the caller closes it).
+    /// the deadline its lingering close began with (in a graceful stop, the stop's shorter
+    /// one: `stop_deadline`). Err gives it back when that has passed, or it could not be
+    /// armed (the caller closes it).
     pub fn linger_on(&self, w: &mut Waiter, p: Parked) -> Result<(), AsyncConn> {
-        if monotonic_ns() >= p.deadline {
+        let ends = match (self.stop_began(), p.state.stop_wait()) {
+            (Some(stop), Some(wait)) => {
+                stop_deadline(p.deadline, p.state.wait(&p.conn), stop, wait)
+            }
+            _ => p.deadline,
+        };
+        if monotonic_ns() >= ends {
             return Err(p.conn);
         }
         self.park_until(w, p.conn, p.state, p.deadline)
+    }
+
+    /// When the graceful stop began ([`monotonic_ns`]), once this thread sees that it did.
+    fn stop_began(&self) -> Option<u64> {
+        if !self.drain.is_stopping() {
+            return None;
+        }
+        // Acquire: pairs with the stop's Release fence before it marks itself (`stop`), so
+        // a thread that saw the mark sees the time stored before it.
+        std::sync::atomic::fence(Ordering::Acquire);
+        Some(self.stop_time.load(Ordering::Relaxed))
     }
 
     /// Parks `conn` until `deadline`: takes the slot's next ticket, files the timeout entry
@@ -612,6 +658,14 @@ impl Parking {
     /// FIFO's last is filed at the last one: late, never early), arms the socket under it,
     /// and publishes. A claimer that came between the arming and the publish leaves the
     /// connection with us and what it came for still holds: park it anew.
+    ///
+    /// What it keeps: every live ticket has a timeout entry (filed before the publish, so
+    /// the connection can always expire), and in a graceful stop exactly one of the stop's
+    /// scan and this parker files the stop's shorter wait for it: the publish, then the
+    /// look at the stop, against the stop's mark, then its scan of what is parked. The
+    /// stop's wait is counted from the stop, or from the start of this wait if that came
+    /// later ([`stop_deadline`]), so parking again (a lingering close the client feeds)
+    /// does not move it.
     fn park_until(
         &self,
         w: &mut Waiter,
@@ -619,7 +673,8 @@ impl Parking {
         state: ParkState,
         deadline: u64,
     ) -> Result<(), AsyncConn> {
-        let (class, _) = self.classes.of(state.wait(&conn));
+        let length = state.wait(&conn);
+        let (class, _) = self.classes.of(length);
         loop {
             let fd = conn.fd();
             let Some(r) = self.slots.reserve(fd.max(0) as usize, state.tag()) else {
@@ -665,7 +720,10 @@ impl Parking {
                 Ok(stopping) => {
                     if let Some(wait) = state.stop_wait().filter(|_| stopping) {
                         let (class, wait) = self.classes.of(wait);
-                        let stop_at = monotonic_ns().saturating_add(wait.as_nanos() as u64);
+                        // `stopping` was read after the publish: the Parked is not ours
+                        // any more, so `conn` is not read again; `length` was read before.
+                        let stop = self.stop_began().unwrap_or_else(monotonic_ns);
+                        let stop_at = stop_deadline(deadline, length, stop, wait);
                         w.timeouts.push(class, stop_at, ticket, &self.timer);
                     }
                     return Ok(());
@@ -704,15 +762,31 @@ impl Parking {
         self.rows.add(Count::Connections, 1);
     }
 
-    /// A connection of this child was closed (or a module took it over).
+    /// A connection of this child was closed, and its descriptor is free.
     pub fn closed(&self) {
+        self.gone(true);
+    }
+
+    /// A module suspended a connection (it owns it now): it no longer counts as the
+    /// child's (this MPM never sees it again, and a stopping child waits for its own). Its
+    /// descriptor stays open, so it ends no shortage.
+    pub fn suspended(&self) {
+        self.rows.add(Count::Suspended, 1);
+        self.gone(false);
+    }
+
+    /// A connection left the child (`freed`: its descriptor is free).
+    fn gone(&self, freed: bool) {
         self.rows.add(Count::Connections, -1);
-        self.files.closed();
-        // The close (the count's decrement in `drain.closed`), then the flag: against
-        // `apply_registrations`, which sets the flag, then reads the count.
+        // The close (the count's decrement in `drain.closed`), then the marks: against a
+        // worker that marks the child short, then counts (`Shortage::failed`), and against
+        // `apply_registrations`, which sets `files_blocked`, then reads the count.
         let resettle = self.drain.closed(&self.bell, || {
+            if freed {
+                self.files.closed();
+            }
             self.files_blocked.load(Ordering::Relaxed)
-                && !self.at_file_limit()
+                && !self.held_back()
                 && self.files_blocked.swap(false, Ordering::Relaxed)
         });
         if resettle {
@@ -720,33 +794,33 @@ impl Parking {
         }
     }
 
-    /// A module suspended a connection (it owns it now): it no longer counts as the
-    /// child's (this MPM never sees it again, and a stopping child waits for its own).
-    pub fn suspended(&self) {
-        self.rows.add(Count::Suspended, 1);
-        self.closed();
-    }
-
-    /// The child holds as many connections as its open-file limit allows.
-    fn at_file_limit(&self) -> bool {
+    /// The child takes no more connections until one closes: it holds as many as its
+    /// open-file limit allows, or was short of a descriptor or of a place in its set
+    /// (`shortage`).
+    fn held_back(&self) -> bool {
         // A stale bound costs one connection more or less (the reserve in `open_files`
         // covers it), and a close re-checks after its own decrement.
         self.files.at_limit(self.drain.open())
     }
 
-    /// An accept that began at `epoch` met EMFILE or ENFILE while the child holds `open`
-    /// connections: it takes no more until some close (`shortage`).
-    fn out_of_files(&self, open: usize, epoch: Epoch) {
-        if let Failure::Lowered { open, closes } = self.files.failed(open, epoch) {
-            let closes = match closes {
-                1 => "one of them closes".to_string(),
-                n => format!("{n} of them close"),
-            };
-            crate::mpm_log!(
-                level::WARNING,
-                0,
-                "RW00042: accept found no free descriptor with {open} connections open: this child takes no more until {closes} (modules hold more descriptors than rworker keeps free; raise the open-file limit)"
-            );
+    /// Accept met EMFILE: the child takes no more until a close (`shortage`); true when it
+    /// holds nothing, so no close will come (it retires, sick).
+    fn out_of_files(&self) -> bool {
+        match self.files.failed(Want::Descriptor, || self.drain.open()) {
+            Failure::Retire => true,
+            Failure::Short { first } => {
+                if first {
+                    crate::mpm_log!(
+                        level::WARNING,
+                        0,
+                        "RW00042: child {} met its open-file limit ({}, RLIMIT_NOFILE) at accept with {} connections open: it takes no more until one of them closes (modules hold more descriptors than rworker keeps free; raise the limit: ulimit -n, or LimitNOFILE= under systemd)",
+                        std::process::id(),
+                        crate::ffi::process::open_files_limit(),
+                        self.drain.open()
+                    );
+                }
+                false
+            }
         }
     }
 
@@ -767,11 +841,14 @@ impl Parking {
         // The main thread's producer: the stop's waits are shorter than the workers'
         // entries for the same connections, and its FIFOs hold only these.
         let mut p = self.timeouts.producer(self.workers);
+        let now = monotonic_ns();
+        self.stop_time.store(now, Ordering::Relaxed);
+        // Release: the time before the mark, for `stop_began`'s Acquire fence.
+        std::sync::atomic::fence(Ordering::Release);
         // The stop is marked, then what is parked is scanned: against each parker's
         // publish-then-look (`park_until`).
         self.drain.begin_stop(&self.bell, || {
             let Some(p) = p.as_mut() else { return };
-            let now = monotonic_ns();
             for (ticket, tag) in self.slots.parked() {
                 if let Some(wait) = ParkState::from_tag(tag).stop_wait() {
                     let (class, wait) = self.classes.of(wait);
@@ -812,5 +889,43 @@ impl Parking {
     /// with `Connection: close`, as the core asks the MPM's state).
     pub fn is_stopping(&self) -> bool {
         self.drain.is_stopping()
+    }
+}
+
+/// When a wait of `length` that ends at `deadline` ends in a graceful stop that began at
+/// `stop` and leaves it `stop_wait`: `stop_wait` after the stop, or after the wait's start
+/// if that came later, and never after `deadline` (all [`monotonic_ns`]). The same for each
+/// park of one lingering close, however often the client makes it park again.
+fn stop_deadline(deadline: u64, length: Duration, stop: u64, stop_wait: Duration) -> u64 {
+    let began = deadline.saturating_sub(length.as_nanos() as u64);
+    deadline.min(began.max(stop).saturating_add(stop_wait.as_nanos() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_stop_leaves_a_lingering_close_2_s_from_the_stop_however_often_it_parks() {
+        let (linger, two) = (Duration::from_secs(30), Duration::from_secs(2));
+        // A lingering close began at 100 s (until 130 s); the stop came at 110 s.
+        let deadline = 130 * S;
+        assert_eq!(stop_deadline(deadline, linger, 110 * S, two), 112 * S);
+        // Parked again at 111.5 s (the client sent a byte): the same end. Before, each
+        // park filed the stop's wait from its own time (113.5 s), and a client that sent a
+        // byte every 300 ms kept the connection until 130 s.
+        assert_eq!(stop_deadline(deadline, linger, 110 * S, two), 112 * S);
+        // One that began after the stop gets the stop's wait from its start.
+        assert_eq!(stop_deadline(145 * S, linger, 110 * S, two), 117 * S);
+        // Never after its own deadline (a short lingering close, 2 s from 109 s).
+        assert_eq!(stop_deadline(111 * S, two, 110 * S, two), 111 * S);
+        // A keep-alive connection parked after the stop: 1 s from its park, as before.
+        let ka = Duration::from_secs(5);
+        assert_eq!(
+            stop_deadline(125 * S, ka, 110 * S, Duration::from_secs(1)),
+            121 * S
+        );
     }
 }
