@@ -130,6 +130,20 @@ fn writing_and_busy(s: &Server) -> Option<(u64, u64)> {
     Some((st.num("ConnsAsyncWriting"), st.num("BusyWorkers")))
 }
 
+/// Waits up to `limit` for at least `n` connections parked in write completion, as the
+/// server counts them.
+fn assert_parked_writing(s: &Server, n: usize, limit: Duration) {
+    let mut last = None;
+    let parked = wait_until(limit, || {
+        last = writing_and_busy(s);
+        last.is_some_and(|(writing, _)| writing as usize >= n)
+    });
+    assert!(
+        parked,
+        "fewer than {n} responses parked in write completion: (ConnsAsyncWriting, BusyWorkers) = {last:?}"
+    );
+}
+
 /// 1,000 slow readers of a large file, more than six times the server's 150 threads,
 /// all receiving, while 40 fresh clients are each answered. Under the stock worker (and
 /// `RWorkerKeepAlive thread`) 150 downloads take every thread and the fresh clients wait
@@ -150,15 +164,7 @@ fn a_thousand_slow_readers_wait_parked_while_fresh_clients_are_answered() {
 
     // Parked: the status says so, with threads to spare (a generous limit: 1,000 clients
     // connect through a backlog of 511 on a loaded machine).
-    let mut last = None;
-    let parked = wait_until(Duration::from_secs(90), || {
-        last = writing_and_busy(&s);
-        last.is_some_and(|(writing, _)| writing as usize >= N - 150)
-    });
-    assert!(
-        parked,
-        "the slow readers did not park in write completion: (ConnsAsyncWriting, BusyWorkers) = {last:?}"
-    );
+    assert_parked_writing(&s, N - 150, Duration::from_secs(90));
 
     // Fresh clients, one every 250 ms, each on a new connection.
     let mut failed = Vec::new();
@@ -210,14 +216,7 @@ fn a_stalled_reader_is_closed_at_timeout_without_holding_a_thread() {
     );
     let start = Instant::now();
     let stalled = slow_reader(&s);
-    let mut last = None;
-    assert!(
-        wait_until(Duration::from_secs(30), || {
-            last = writing_and_busy(&s);
-            last.is_some_and(|(writing, _)| writing == 1)
-        }),
-        "the stalled reader was not parked in write completion: (ConnsAsyncWriting, BusyWorkers) = {last:?}"
-    );
+    assert_parked_writing(&s, 1, Duration::from_secs(30));
     // Closed by the server: no connection of this child is left open.
     let closed = wait_until(Duration::from_secs(TIMEOUT + 60), || {
         s.try_server_status_auto()
@@ -247,14 +246,7 @@ fn an_immediate_stop_closes_parked_downloads() {
         "server did not settle"
     );
     let mut conns: Vec<TcpStream> = (0..20).map(|_| slow_reader(&s)).collect();
-    let mut last = None;
-    assert!(
-        wait_until(Duration::from_secs(30), || {
-            last = writing_and_busy(&s);
-            last.is_some_and(|(writing, _)| writing == 20)
-        }),
-        "the downloads did not park: (ConnsAsyncWriting, BusyWorkers) = {last:?}"
-    );
+    assert_parked_writing(&s, 20, Duration::from_secs(30));
     s.stop();
     assert!(
         wait_until(Duration::from_secs(20), || s.processes().is_empty()),

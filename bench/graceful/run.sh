@@ -23,58 +23,19 @@ SO=${RWORKER_SO:-$PWD/target/release/libmod_mpm_rworker.so}
 [[ -f $SO ]] || { echo "build first: cargo build --release" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "wrk missing: bash scripts/setup-deps.sh" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh
 
 start() { # mpm serverlimit -> sets ROOT PORT
     local mpm=$1 limit=$2
-    ROOT=$(mktemp -d /tmp/rw-graceful.XXXXXX); PORT=$(free_port)
-    mkdir -p "$ROOT"/{run,logs,htdocs}; printf x > "$ROOT/htdocs/1b"; chmod -R a+rX "$ROOT"
-    local load extra=""
-    case $mpm in
-        worker) load="LoadModule mpm_worker_module /usr/lib/apache2/modules/mod_mpm_worker.so" ;;
-        rworker-thread) load="LoadModule mpm_rworker_module $SO" ;;
-        rworker-park) load="LoadModule mpm_rworker_module $SO"; extra="RWorkerKeepAlive park" ;;
-    esac
-    cat > "$ROOT/httpd.conf" <<CONF
-ServerRoot $ROOT
-PidFile $ROOT/run/httpd.pid
-ScoreBoardFile $ROOT/run/scoreboard
-Mutex file:$ROOT/run default
-$load
-LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
-ServerName localhost
-Listen 127.0.0.1:$PORT
-User www-data
-Group www-data
-DocumentRoot $ROOT/htdocs
-<Directory $ROOT/htdocs>
-    Require all granted
-</Directory>
-ErrorLog $ROOT/logs/error.log
-LogLevel warn
-KeepAlive On
-KeepAliveTimeout 5
+    bench_server graceful "$(mpm_load "$mpm")" "KeepAliveTimeout 5
 MaxKeepAliveRequests 0
-StartServers 2
-MinSpareThreads 25
-MaxSpareThreads 75
-ThreadsPerChild 25
 ThreadLimit 64
 ServerLimit $limit
-MaxRequestWorkers 150
-MaxConnectionsPerChild 0
-$extra
-CONF
-    apache2 -f "$ROOT/httpd.conf" -k start
-    for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/1b" && break; sleep 0.1; done
+MaxConnectionsPerChild 0"
 }
 
 stop() {
-    local pid; pid=$(cat "$ROOT/run/httpd.pid" 2>/dev/null || true)
-    apache2 -f "$ROOT/httpd.conf" -k stop 2>/dev/null || true
-    for _ in $(seq 100); do [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    grep -E 'AH00286|AH00288|AH03490|scoreboard is full' "$ROOT/logs/error.log" | sed 's/^/    log: /' | head -3 || true
-    rm -rf "$ROOT"
+    GREP='AH00286|AH00288|AH03490|scoreboard is full' bench_stop
 }
 
 one() { # mpm limit mode restart
