@@ -383,7 +383,14 @@ impl Worker {
                     c.set_status(status::BUSY_WRITE);
                     match c.flush() {
                         Flush::Pending { read } => {
-                            return self.wait_in(c, ConnState::WriteCompletion { read }, p, w)
+                            // A connection that stays open after its first response takes
+                            // its child's turn as if its response had fit (`take_turn`).
+                            if c.keeps_alive() {
+                                if let Some(gate) = new_on.take() {
+                                    p.take_turn(gate);
+                                }
+                            }
+                            return self.wait_in(c, ConnState::WriteCompletion { read }, p, w);
                         }
                         Flush::Failed => return self.linger(c, p, w),
                         Flush::Done if !c.keeps_alive() => return self.linger(c, p, w),
@@ -447,10 +454,12 @@ impl Worker {
         c.suspend();
         match p.park(w, c, state) {
             Ok(()) => Outcome::Away,
-            // Could not be armed (logged): it ends here, without a wait.
+            // Could not be armed (logged): it ends here, without a wait, under the
+            // immediate stop's eye again (its lingering close may flush).
             Err(mut c) => {
                 c.resume(&self.thd, self.rt.slot, self.tn, self.id);
-                close_without_waiting(c, p)
+                self.rt.threads.set_worker_fd(self.t, c.fd());
+                close_without_waiting(c, p, || self.rt.threads.set_worker_fd(self.t, -1))
             }
         }
     }
@@ -519,12 +528,18 @@ enum Step {
 /// (the pre_close hooks run once, as `short-lingering-close`), what the client sent is
 /// read, and the socket closed: no second pass through `ap_lingering_close`, whose blocking
 /// reads held the worker up to 30 s.
-fn close_without_waiting(mut c: AsyncConn, p: &Parking) -> Outcome {
-    if !c.is_lingering() {
+/// `unpublish` is called just before the socket is closed.
+fn close_without_waiting(mut c: AsyncConn, p: &Parking, unpublish: impl FnOnce()) -> Outcome {
+    // A lingering close the core ended at once (the connection aborted) has nothing to
+    // read, and its socket still blocks: no drain then.
+    let open = c.is_lingering() || {
         c.set_short_linger();
-        c.start_lingering_close();
+        c.start_lingering_close()
+    };
+    if open {
+        let _ = c.drain();
     }
-    let _ = c.drain();
+    unpublish();
     closed(p, c.close(false))
 }
 

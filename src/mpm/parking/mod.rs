@@ -778,16 +778,26 @@ impl Parking {
     /// A connection left the child (`freed`: its descriptor is free).
     fn gone(&self, freed: bool) {
         self.rows.add(Count::Connections, -1);
-        // The close (the count's decrement in `drain.closed`), then the marks: against a
-        // worker that marks the child short, then counts (`Shortage::failed`), and against
-        // `apply_registrations`, which sets `files_blocked`, then reads the count.
+        // Two store-then-check pairs. The close (the count's decrement in `drain.closed`),
+        // then the shortage mark's clear: against a worker that marks the child short, then
+        // counts (`Shortage::failed`). And the clear (and the decrement), then
+        // `files_blocked`: against `apply_registrations`, which sets `files_blocked`, then
+        // reads the count and the mark (`held_back`). Without the second fence the holder
+        // could read the mark still set while this close read no `files_blocked`, and a
+        // child short of a descriptor would stay out of the set for good.
         let resettle = self.drain.closed(&self.bell, || {
-            if freed {
-                self.files.closed();
-            }
-            self.files_blocked.load(Ordering::Relaxed)
-                && !self.held_back()
-                && self.files_blocked.swap(false, Ordering::Relaxed)
+            publish_then_check(
+                || {
+                    if freed {
+                        self.files.closed();
+                    }
+                },
+                |()| {
+                    self.files_blocked.load(Ordering::Relaxed)
+                        && !self.held_back()
+                        && self.files_blocked.swap(false, Ordering::Relaxed)
+                },
+            )
         });
         if resettle {
             self.settle_all();

@@ -12,7 +12,8 @@
 //!
 //! The mark and the close race: a worker marks the child short, then counts what it holds
 //! ([`Shortage::failed`]); a close lowers the count, then clears the mark ([`Shortage::closed`]
-//! runs after `Drain::closed`'s fence). Either the close clears this mark, or the marker
+//! runs after `Drain::closed`'s fence, and before a second fence that orders the clear
+//! before the close's look at whether the listening sockets were taken out). Either the close clears this mark, or the marker
 //! sees the close: holding nothing then, it retires; holding more, their closes come later
 //! and clear it. So a marked child always has a close to wait for.
 //!

@@ -145,9 +145,10 @@ impl ChildRuntime {
                     for fd in self.threads.worker_fds() {
                         // Cut the connection under the worker: its read or write returns
                         // at once, a lingering close's read included. A worker unpublishes
-                        // the descriptor before it closes it; a number read just before
-                        // that hits a socket of this child at worst (ENOTSOCK, or a
-                        // connection of a child that is stopping at once anyway).
+                        // the descriptor right around the close that frees the number, so
+                        // at worst this races that close by a few instructions and hits a
+                        // reused number (ENOTSOCK, or a socket of this child, which is
+                        // stopping at once anyway).
                         socket::shutdown_fd(fd);
                     }
                 },
