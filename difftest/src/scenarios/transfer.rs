@@ -252,8 +252,7 @@ fn linger_scale() -> Scale {
 
 /// Polls until the server lets go of `conn` (no descriptor holds its end), for `limit` s.
 fn released_at(conn: &Conn, limit: f64) -> Option<Instant> {
-    let client = conn.local_port();
-    let server = conn.tcp().peer_addr().map(|a| a.port()).unwrap_or(0);
+    let (server, client) = tcp::ends(conn.tcp()).ok()?;
     let mut at = None;
     wait_until(Duration::from_secs_f64(limit), || {
         let done = tcp::server_released(server, client);
@@ -299,8 +298,7 @@ fn over_limit_keeps_sending(t: &Target, o: &mut Observation) -> Result<(), Strin
         return Ok(());
     };
     let t0 = Instant::now();
-    let client = h.conn.local_port();
-    let server = t.ports().plain;
+    let (server, client) = tcp::ends(h.conn.tcp()).map_err(|e| format!("addresses: {e}"))?;
     let end = after(40.0);
     let mut outcome = "still reading after 40 s".to_string();
     while Instant::now() < end {
@@ -370,8 +368,7 @@ fn download_slow_reader(t: &Target, o: &mut Observation) -> Result<(), String> {
 /// Polls until the server lets go of `conn`, for `limit` s, while nothing is read: how
 /// long after the last growth of the receive queue (the server's last progress) it did.
 fn released_after_last_progress(conn: &Conn, limit: f64) -> Option<Duration> {
-    let client = conn.local_port();
-    let server = conn.tcp().peer_addr().map(|a| a.port()).unwrap_or(0);
+    let (server, client) = tcp::ends(conn.tcp()).ok()?;
     let mut queued = tcp::unread(conn.tcp()).unwrap_or(0);
     let mut last_progress = Instant::now();
     let mut idle = None;
