@@ -2,8 +2,9 @@
 //! past KeepAliveTimeout (when and how it ends: GOAWAY and its error code, then FIN or RST),
 //! a PING while idle, Protocols set per vhost, a stream the client resets; 8 MiB to a client
 //! that never opens its window (the server blocked on flow control) and to one that opens
-//! it but reads its socket slowly through a small receive buffer (the server blocked on the
-//! socket: mod_http2 writes blocking on the main connection, under every MPM).
+//! it but reads its socket slowly through a small receive buffer (the server held back by
+//! the socket, not by flow control; sampled twice during the download, server-status showed
+//! no worker busy for it under event nor `park`).
 
 use super::{after, Group, Scenario, Target};
 use crate::conn::Conn;

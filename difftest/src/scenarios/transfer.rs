@@ -13,7 +13,8 @@
 //! keep-alive), a stalled one (when the server gives up, in the server config and a vhost).
 //! `download-slow-reader-tls` is a slow reader of h1 over TLS: mod_ssl reads the file and
 //! hands the core its records in memory, so the core writes them blocking inside the
-//! handler again, and write completion sees the last records, with TLS's own wants.
+//! handler again (server-status during it: a worker busy for it under event and `park`,
+//! sendfile on or not), and write completion sees the last records, with TLS's own wants.
 
 use super::{after, exchange, response, watch, Group, Scenario, Target};
 use crate::conn::{Conn, End, Got};
