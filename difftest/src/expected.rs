@@ -117,6 +117,18 @@ pub const KNOWN: &[Known] = &[
         kind: Kind::Deliberate,
         why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
     },
+    Known {
+        scenario: "download-sendfile+graceful-stop",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
+    },
+    Known {
+        scenario: "download-sendfile+graceful-stop",
+        pair: "worker/thread",
+        kind: Kind::Deliberate,
+        why: CHILDREN_HONOUR_GRACEFUL_SHUTDOWN,
+    },
 ];
 
 /// The entry for `scenario` on `pair`, if any.

@@ -5,7 +5,7 @@
 
 use crate::conn::{Conn, End, Got};
 use crate::h1::hash8;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The client connection preface.
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -186,6 +186,9 @@ pub struct H2 {
     /// Whether DATA read is given back to the connection's window (off: a client whose
     /// window runs out, the server then blocked on flow control).
     give_back: bool,
+    /// A slow reader's pace: bytes per socket read, pause after each (its windows open, its
+    /// TCP receive queue full).
+    pace: Option<(usize, Duration)>,
 }
 
 impl H2 {
@@ -205,6 +208,7 @@ impl H2 {
             dec: fluke_hpack::Decoder::new(),
             scheme,
             give_back: true,
+            pace: None,
         };
         let mut hello = PREFACE.to_vec();
         hello.extend(
@@ -228,6 +232,13 @@ impl H2 {
     /// can send nothing more.
     pub fn stop_window_updates(&mut self) {
         self.give_back = false;
+    }
+
+    /// Reads the socket at most `bytes` at a time, sleeping `pause` after each read: a
+    /// reader slower than the server, whose windows stay open (every DATA given back) while
+    /// its TCP receive queue is full.
+    pub fn set_pace(&mut self, bytes: usize, pause: Duration) {
+        self.pace = Some((bytes, pause));
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
@@ -307,9 +318,14 @@ impl H2 {
             if let Some((e, at)) = &self.ended {
                 return Err(H2Cut::Ended(Some(e.clone()), *at));
             }
-            let mut chunk = vec![0u8; 64 * 1024];
+            let mut chunk = vec![0u8; self.pace.map_or(64 * 1024, |(b, _)| b)];
             match self.conn.read_some(&mut chunk, deadline) {
-                Got::Data(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Got::Data(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    if let Some((_, pause)) = self.pace {
+                        std::thread::sleep(pause);
+                    }
+                }
                 Got::End(e) => self.ended = Some((e, Instant::now())),
                 Got::Quiet => return Err(H2Cut::Ended(None, Instant::now())),
             }

@@ -45,6 +45,10 @@ pub const SECONDS_TO_LINGER: f64 = 2.0;
 
 /// Size of `/8m.bin` (patterned bytes).
 pub const LARGE: usize = 8 * 1024 * 1024;
+/// The same 8 MiB under `<Directory .../sf>` with `EnableSendfile On`: the core sets the
+/// file aside and the MPM's write completion drains it (`/8m.bin` is under httpd's default,
+/// Off, written with blocking writes inside the handler).
+pub const LARGE_SENDFILE: &str = "/sf/8m.bin";
 /// Files `/seq/N.txt`, N in 1..=SEQ_FILES, content `seq N\n`: pipelined order shows in the
 /// body hashes.
 pub const SEQ_FILES: usize = 8;
@@ -78,17 +82,25 @@ pub fn large_body() -> Vec<u8> {
 pub fn write_docroot(root: &Path) -> io::Result<()> {
     let docroot = root.join("htdocs");
     let seq = docroot.join("seq");
-    fs::create_dir_all(&seq)?;
-    fs::set_permissions(&seq, fs::Permissions::from_mode(0o755))?;
+    let sf = docroot.join("sf");
+    for dir in [&seq, &sf] {
+        fs::create_dir_all(dir)?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755))?;
+    }
     fs::write(
         docroot.join("index.html"),
         "<html><body>rworker-diff index</body></html>\n",
     )?;
-    fs::write(docroot.join("8m.bin"), large_body())?;
+    let large = large_body();
+    fs::write(docroot.join("8m.bin"), &large)?;
+    fs::write(sf.join("8m.bin"), &large)?;
     for n in 1..=SEQ_FILES {
         fs::write(seq.join(format!("{n}.txt")), format!("seq {n}\n"))?;
     }
-    for entry in fs::read_dir(&docroot)?.chain(fs::read_dir(&seq)?) {
+    for entry in fs::read_dir(&docroot)?
+        .chain(fs::read_dir(&seq)?)
+        .chain(fs::read_dir(&sf)?)
+    {
         let path = entry?.path();
         if path.is_file() {
             fs::set_permissions(&path, fs::Permissions::from_mode(0o644))?;
@@ -157,6 +169,22 @@ mod tests {
                 "conf/site.conf.in has no line starting {line:?}"
             );
         }
+    }
+
+    /// `LARGE_SENDFILE`'s directory is the one the template turns sendfile on for.
+    #[test]
+    fn the_sendfile_directory_is_configured() {
+        let dir = LARGE_SENDFILE.rsplit_once('/').map_or("", |(d, _)| d);
+        let open = format!("<Directory @ROOT@/htdocs{dir}>");
+        let block: Vec<&str> = TEMPLATE
+            .lines()
+            .skip_while(|l| *l != open)
+            .take_while(|l| *l != "</Directory>")
+            .collect();
+        assert!(
+            block.iter().any(|l| l.trim() == "EnableSendfile On"),
+            "conf/site.conf.in has no {open} with EnableSendfile On"
+        );
     }
 
     #[test]

@@ -15,6 +15,31 @@ pub fn connect(
     sni: &str,
     alpn: &[&str],
 ) -> Result<(Conn, Option<String>), String> {
+    let tcp = tcp::connect(ip, port).map_err(|e| format!("connect {ip}:{port}: {e}"))?;
+    handshake(tcp, ip, port, sni, alpn)
+}
+
+/// As [`connect`], over a TCP connection with SO_RCVBUF `rcvbuf` (a slow reader's small
+/// window, [`tcp::connect_with_rcvbuf`]).
+pub fn connect_with_rcvbuf(
+    ip: &str,
+    port: u16,
+    sni: &str,
+    alpn: &[&str],
+    rcvbuf: i32,
+) -> Result<(Conn, Option<String>), String> {
+    let tcp = tcp::connect_with_rcvbuf(ip, port, rcvbuf)
+        .map_err(|e| format!("connect {ip}:{port}: {e}"))?;
+    handshake(tcp, ip, port, sni, alpn)
+}
+
+fn handshake(
+    tcp: std::net::TcpStream,
+    ip: &str,
+    port: u16,
+    sni: &str,
+    alpn: &[&str],
+) -> Result<(Conn, Option<String>), String> {
     let mut b = SslConnector::builder(SslMethod::tls_client()).map_err(|e| e.to_string())?;
     b.set_verify(SslVerifyMode::NONE);
     if !alpn.is_empty() {
@@ -26,7 +51,6 @@ pub fn connect(
         b.set_alpn_protos(&wire).map_err(|e| e.to_string())?;
     }
     let connector = b.build();
-    let tcp = tcp::connect(ip, port).map_err(|e| format!("connect {ip}:{port}: {e}"))?;
     // A handshake that hangs is the server's fault, but must not hang the harness.
     tcp.set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| e.to_string())?;

@@ -1,6 +1,10 @@
 //! HTTP/2 over TLS (ALPN h2) and h2c (prior knowledge, and the Upgrade): an idle connection
 //! past KeepAliveTimeout (when and how it ends: GOAWAY and its error code, then FIN or RST),
-//! a PING while idle, Protocols set per vhost, a stream the client resets.
+//! a PING while idle, Protocols set per vhost, a stream the client resets; 8 MiB to a client
+//! that never opens its window (the server blocked on flow control) and to one that opens
+//! it but reads its socket slowly through a small receive buffer (the server held back by
+//! the socket, not by flow control; sampled twice during the download, server-status showed
+//! no worker busy for it under event nor `park`).
 
 use super::{after, Group, Scenario, Target};
 use crate::conn::Conn;
@@ -8,7 +12,7 @@ use crate::h1::{self, H1};
 use crate::h2::{error_name, H2Cut, CANCEL, GOAWAY, H2, PING, RST_STREAM};
 use crate::observe::{secs, Observation, Scale};
 use crate::site::*;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
@@ -75,6 +79,14 @@ pub fn scenarios() -> Vec<Scenario> {
             fast: true,
             signals: false,
             run: flow_blocked_sni_vhost,
+        },
+        Scenario {
+            name: "h2-slow-reader",
+            about: "h2 over TLS: 8 MiB (/sf/) on stream 1, windows given back at once, the socket read 16 kB per 5 ms through a 64 kB window; stream 3; idle",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            run: slow_reader,
         },
         Scenario {
             name: "h2c-upgrade",
@@ -322,4 +334,31 @@ fn flow_blocked(t: &Target, o: &mut Observation) -> Result<(), String> {
 
 fn flow_blocked_sni_vhost(t: &Target, o: &mut Observation) -> Result<(), String> {
     flow_blocked_on(t, o, "tls-b.test")
+}
+
+/// GET 8 MiB on stream 1 over a TLS connection with a 64 kB receive buffer, read slowly (a
+/// TLS record per 5 ms) while every DATA frame is given back to both windows at once: the
+/// server is held by TCP, not by flow control. Then stream 3, and the idle connection.
+fn slow_reader(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let (c, alpn) = t.tls_small_window("127.0.0.1", "tls-a.test", &["h2", "http/1.1"])?;
+    o.add("ALPN", alpn.clone().unwrap_or_else(|| "none".into()));
+    if alpn.as_deref() != Some("h2") {
+        return Ok(());
+    }
+    let mut h = H2::start(c, "https")?;
+    h.set_pace(16 * 1024, Duration::from_millis(5));
+    h.get(1, "tls-a.test", LARGE_SENDFILE)?;
+    match h.response(1, after(60.0)) {
+        Ok(r) => o.add("stream 1", r.summary()),
+        Err(c) => {
+            o.add("stream 1", c.describe());
+            return Ok(());
+        }
+    }
+    h.get(3, "tls-a.test", "/index.html")?;
+    if h2_response(o, "stream 3", &mut h, 3) {
+        let t0 = Instant::now();
+        watch_h2(o, &mut h, t0, &scale(), 10.0);
+    }
+    Ok(())
 }

@@ -8,9 +8,10 @@
 //!   explicit values; TLS handshakes that never finish.
 //! - [`transfer`]: pipelining, 100-continue, chunked uploads, a body over LimitRequestBody
 //!   (the lingering close), half-close, large responses to slow, stalled and resetting
-//!   readers.
+//!   readers, with sendfile off (httpd's default) and on (the MPM's write completion), and
+//!   over TLS.
 //! - [`http2`]: h2 over TLS and h2c: idle connections, PING, per-vhost Protocols, a reset
-//!   stream, the h2c upgrade.
+//!   stream, a stream blocked on flow control and one to a slow reader, the h2c upgrade.
 //! - [`status`]: mod_status's connection counts.
 //! - [`restart`]: the above's idle or slow phases through a graceful restart and a
 //!   graceful-stop.
@@ -60,6 +61,9 @@ pub struct Scenario {
     pub run: Run,
 }
 
+/// A slow reader's SO_RCVBUF (set before connect, so its window is that small too).
+pub const SMALL_WINDOW: i32 = 65536;
+
 /// The server a scenario runs against.
 pub struct Target<'a> {
     pub server: &'a Server,
@@ -78,7 +82,7 @@ impl Target<'_> {
 
     /// As [`Target::h1`], with a small receive buffer (a slow reader).
     pub fn h1_small_window(&self, ip: &str) -> Result<H1, String> {
-        let s = tcp::connect_with_rcvbuf(ip, self.ports().plain, 65536)
+        let s = tcp::connect_with_rcvbuf(ip, self.ports().plain, SMALL_WINDOW)
             .map_err(|e| format!("connect {ip}: {e}"))?;
         Ok(H1::new(Conn::Plain(s)))
     }
@@ -92,6 +96,16 @@ impl Target<'_> {
         alpn: &[&str],
     ) -> Result<(Conn, Option<String>), String> {
         tls::connect(ip, self.ports().tls, sni, alpn)
+    }
+
+    /// As [`Target::tls`], with a small receive buffer (a slow reader).
+    pub fn tls_small_window(
+        &self,
+        ip: &str,
+        sni: &str,
+        alpn: &[&str],
+    ) -> Result<(Conn, Option<String>), String> {
+        tls::connect_with_rcvbuf(ip, self.ports().tls, sni, alpn, SMALL_WINDOW)
     }
 
     /// A raw TCP connection to `ip` on the TLS port (a handshake that never finishes).

@@ -1,6 +1,9 @@
 //! The idle and slow phases of the other groups through a signal: `graceful` (a restart;
 //! the server goes on) and `graceful-stop` with GracefulShutdownTimeout 3 (the server
-//! exits; the runner starts it again). Times are from the signal.
+//! exits; the runner starts it again). Times are from the signal. The downloads come from
+//! `/8m.bin` (sendfile off: written blocking inside the handler) and from the sendfile
+//! location (`download-sendfile`: drained by the MPM's write completion, which waits for
+//! writability in the poll set under event and rworker `park`).
 
 use super::http2::{h2_response, watch_h2};
 use super::{after, exchange, response, watch, Group, Scenario, Target};
@@ -157,8 +160,18 @@ fn slow_body(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
 /// 8 MiB to a reader that takes about 5 s (past GracefulShutdownTimeout); the signal 0.5 s
 /// in.
 fn download(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
+    download_from(t, o, s, "/8m.bin")
+}
+
+/// As [`download`] from the sendfile location: the download waits in write completion
+/// (parked under event and rworker `park`) when the signal comes.
+fn download_sendfile(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
+    download_from(t, o, s, LARGE_SENDFILE)
+}
+
+fn download_from(t: &Target, o: &mut Observation, s: Signal, path: &str) -> Result<(), String> {
     let mut h = t.h1_small_window("127.0.0.1")?;
-    h.send(&h1::get("a.test", "/8m.bin"))?;
+    h.send(&h1::get("a.test", path))?;
     // The head and the first bytes, so that the response is under way.
     let mut first = vec![0u8; 4096];
     match h.conn.read_some(&mut first, after(10.0)) {
@@ -169,7 +182,7 @@ fn download(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
         }
     }
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::scope(|sc| {
+    let (got, end, end_at) = std::thread::scope(|sc| {
         sc.spawn(|| {
             std::thread::sleep(Duration::from_millis(500));
             let _ = tx.send(send(t, s));
@@ -177,32 +190,39 @@ fn download(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
         // Read the rest (its head went in `first`: count what follows).
         let mut got = 0usize;
         let mut b = vec![0u8; 64 * 1024];
-        let end = loop {
+        loop {
             match h.conn.read_some(&mut b, after(30.0)) {
                 Got::Data(n) => {
                     got += n;
                     std::thread::sleep(Duration::from_millis(40));
                 }
-                Got::End(e) => break e.to_string(),
-                Got::Quiet => break "quiet 30 s".to_string(),
+                Got::End(e) => break (got, e.to_string(), Instant::now()),
+                Got::Quiet => break (got, "quiet 30 s".to_string(), Instant::now()),
             }
-        };
-        let head_text = String::from_utf8_lossy(&first);
-        let head_len = head_text.find("\r\n\r\n").map_or(0, |i| i + 4);
-        let body = got + first.len() - head_len;
-        o.add("status", head_text.lines().next().unwrap_or("").to_owned());
-        o.add(
-            "download",
-            if body >= LARGE {
-                format!("whole body, then {end}")
-            } else {
-                format!("cut short, then {end}")
-            },
-        );
+        }
     });
-    if let Ok(Err(e)) = rx.recv() {
-        return Err(e);
-    }
+    let signalled = match rx.recv() {
+        Ok(Ok(at)) => at,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err("the signal's thread sent nothing".into()),
+    };
+    let head_text = String::from_utf8_lossy(&first);
+    let head_len = head_text.find("\r\n\r\n").map_or(0, |i| i + 4);
+    let body = got + first.len() - head_len;
+    o.add("status", head_text.lines().next().unwrap_or("").to_owned());
+    o.add(
+        "download",
+        if body >= LARGE {
+            format!("whole body, then {end}")
+        } else {
+            // When, from the signal: a cut at GracefulShutdownTimeout is the children's
+            // deadline; one at once would be a stop that does not wait for the download.
+            format!(
+                "cut short at {}, then {end}",
+                scale(&[]).bucket(end_at.saturating_duration_since(signalled))
+            )
+        },
+    );
     Ok(())
 }
 
@@ -284,6 +304,7 @@ signalled! {
     "slow-head", "half a head, the signal, the rest 0.5 s later", slow_head, false, slow_head_g, slow_head_gs;
     "slow-body", "half a POST body, the signal, the rest 0.5 s later", slow_body, false, slow_body_g, slow_body_gs;
     "download", "8 MiB to a reader that takes 5 s, the signal 0.5 s in", download, true, download_g, download_gs;
+    "download-sendfile", "8 MiB with EnableSendfile On (write completion) to a reader that takes 5 s, the signal 0.5 s in", download_sendfile, false, download_sendfile_g, download_sendfile_gs;
     "h2-idle", "an idle h2 connection over TLS (ip-tls.test, KeepAliveTimeout 5), the signal 0.3 s after its stream", h2_idle, false, h2_idle_g, h2_idle_gs;
     "tls-handshake", "a TLS handshake that never finishes (127.0.0.2, Timeout 4), the signal 0.3 s in", tls_handshake, false, tls_handshake_g, tls_handshake_gs;
 }

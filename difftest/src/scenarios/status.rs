@@ -1,10 +1,13 @@
 //! mod_status's connection counts: three idle keep-alive connections and one reading a
 //! slow head, as `server-status?auto` shows them (the async counts where the MPM has them,
-//! the busy workers and the scoreboard's K, R and W slots).
+//! the busy workers and the scoreboard's K, R and W slots); and a slow download with
+//! `EnableSendfile On`, which holds a worker under the stock worker and `thread` but not
+//! under event and `park`, whose write completion waits in the poll set.
 
 use super::{exchange, Group, Scenario, Target};
 use crate::h1::{self, H1};
 use crate::observe::Observation;
+use crate::site::LARGE_SENDFILE;
 use crate::status::{self, Status};
 use rworker_testkit::wait::wait_until;
 use std::time::Duration;
@@ -17,6 +20,14 @@ pub fn scenarios() -> Vec<Scenario> {
         fast: true,
         signals: false,
         run: counts,
+    },
+    Scenario {
+        name: "status-download-sendfile",
+        about: "mod_status 1 s into 8 MiB with EnableSendfile On read 128 kB per 40 ms: does the download hold a worker?",
+        group: Group::Exclusive,
+        fast: true,
+        signals: false,
+        run: download_sendfile,
     }]
 }
 
@@ -66,6 +77,15 @@ fn counts(t: &Target, o: &mut Observation) -> Result<(), String> {
     // Parking takes a moment (rworker holds a connection 20 ms before it parks it): two
     // readings 200 ms apart that agree.
     std::thread::sleep(Duration::from_millis(300));
+    settled_counts(t, o);
+    drop(idle);
+    drop(reading);
+    Ok(())
+}
+
+/// Readings of server-status until two in a row agree (for 2 s): the busy workers and
+/// slots compared, the async counts noted.
+fn settled_counts(t: &Target, o: &mut Observation) {
     let mut last = String::new();
     let mut settled = String::new();
     let mut async_counts = String::new();
@@ -91,7 +111,28 @@ fn counts(t: &Target, o: &mut Observation) -> Result<(), String> {
     if !async_counts.is_empty() {
         o.note("async", async_counts);
     }
-    drop(idle);
-    drop(reading);
+}
+
+/// 8 MiB from the sendfile location to a reader of 128 kB per 40 ms through a 64 kB window
+/// (2.6 s at least); server-status 1 s in. The status request is one busy worker (`W`); the
+/// download another where it holds one (a worker's blocking writes), none where write
+/// completion waits for writability in the poll set. (With sendfile off every MPM holds a
+/// worker: the core writes the file blocking inside the handler.)
+fn download_sendfile(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let mut h = t.h1_small_window("127.0.0.1")?;
+    h.set_pace(128 * 1024, Duration::from_millis(40));
+    h.send(&h1::get("a.test", LARGE_SENDFILE))?;
+    let download = std::thread::scope(|sc| {
+        let reader = sc.spawn(|| match h.read_response(super::after(60.0)) {
+            Ok(r) => r.summary(),
+            Err(cut) => cut.describe(),
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        settled_counts(t, o);
+        reader
+            .join()
+            .unwrap_or_else(|_| "the reader panicked".into())
+    });
+    o.add("download", download);
     Ok(())
 }

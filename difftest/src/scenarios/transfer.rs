@@ -2,11 +2,24 @@
 //! 100-continue`, a chunked upload, a body over LimitRequestBody (the lingering close, with a
 //! client that stops sending and one that keeps on), a client half-close, and an 8 MiB
 //! response to a reader that reads slowly, stops reading (Timeout), or resets.
+//!
+//! The 8 MiB come from two places. `/8m.bin` is under httpd's default `EnableSendfile Off`:
+//! the core writes the file's mapped pages with blocking writes before the handler returns,
+//! under every MPM, so the MPM's write completion only sees the tail. `/sf/8m.bin`
+//! ([`LARGE_SENDFILE`], `EnableSendfile On`) is set aside by reference and drained by the
+//! MPM's write completion: under event (and rworker `park`) the connection then waits for
+//! writability in the listener's poll set, under the vhost's Timeout, without a thread. The
+//! `-sendfile` scenarios are that path: a slow reader (and then the connection's
+//! keep-alive), a stalled one (when the server gives up, in the server config and a vhost).
+//! `download-slow-reader-tls` is a slow reader of h1 over TLS: mod_ssl reads the file and
+//! hands the core its records in memory, so the core writes them blocking inside the
+//! handler again (server-status during it: a worker busy for it under event and `park`,
+//! sendfile on or not), and write completion sees the last records, with TLS's own wants.
 
 use super::{after, exchange, response, watch, Group, Scenario, Target};
 use crate::conn::{Conn, End, Got};
 use crate::h1::{self, Event, H1};
-use crate::observe::{Observation, Scale};
+use crate::observe::{secs, Observation, Scale};
 use crate::site::*;
 use crate::status;
 use crate::tcp;
@@ -80,6 +93,22 @@ pub fn scenarios() -> Vec<Scenario> {
             run: download_slow_reader,
         },
         Scenario {
+            name: "download-slow-reader-sendfile",
+            about: "8 MiB with EnableSendfile On (write completion) read 128 kB per 40 ms through a 64 kB window; a next request; the close",
+            group: Group::Steady,
+            fast: true,
+            signals: false,
+            run: download_slow_reader_sendfile,
+        },
+        Scenario {
+            name: "download-slow-reader-tls",
+            about: "8 MiB over TLS (h1, tls-a.test, /sf/) read 16 kB per 5 ms through a 64 kB window; a next request; the close",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            run: download_slow_reader_tls,
+        },
+        Scenario {
             name: "download-stalled-reader",
             about: "8 MiB from a.test, the reader stops after 64 kB: when the server gives up (Timeout 4)",
             group: Group::Steady,
@@ -94,6 +123,22 @@ pub fn scenarios() -> Vec<Scenario> {
             fast: false,
             signals: false,
             run: download_stalled_vhost,
+        },
+        Scenario {
+            name: "download-stalled-reader-sendfile",
+            about: "8 MiB with EnableSendfile On from a.test, the reader stops after 64 kB: when write completion gives up (Timeout 4, then the lingering close's last flush)",
+            group: Group::Steady,
+            fast: true,
+            signals: false,
+            run: download_stalled_sendfile,
+        },
+        Scenario {
+            name: "download-stalled-reader-sendfile-vhost",
+            about: "8 MiB with EnableSendfile On from b.test (Timeout 8), the reader stops after 64 kB",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            run: download_stalled_sendfile_vhost,
         },
         Scenario {
             name: "client-reset-mid-response",
@@ -252,8 +297,7 @@ fn linger_scale() -> Scale {
 
 /// Polls until the server lets go of `conn` (no descriptor holds its end), for `limit` s.
 fn released_at(conn: &Conn, limit: f64) -> Option<Instant> {
-    let client = conn.local_port();
-    let server = conn.tcp().peer_addr().map(|a| a.port()).unwrap_or(0);
+    let (server, client) = tcp::ends(conn.tcp()).ok()?;
     let mut at = None;
     wait_until(Duration::from_secs_f64(limit), || {
         let done = tcp::server_released(server, client);
@@ -299,8 +343,7 @@ fn over_limit_keeps_sending(t: &Target, o: &mut Observation) -> Result<(), Strin
         return Ok(());
     };
     let t0 = Instant::now();
-    let client = h.conn.local_port();
-    let server = t.ports().plain;
+    let (server, client) = tcp::ends(h.conn.tcp()).map_err(|e| format!("addresses: {e}"))?;
     let end = after(40.0);
     let mut outcome = "still reading after 40 s".to_string();
     while Instant::now() < end {
@@ -343,7 +386,17 @@ fn half_close(t: &Target, o: &mut Observation) -> Result<(), String> {
 fn download_slow_reader(t: &Target, o: &mut Observation) -> Result<(), String> {
     let mut h = t.h1_small_window("127.0.0.1")?;
     h.set_pace(128 * 1024, Duration::from_millis(40));
-    h.send(&h1::get("a.test", "/8m.bin"))?;
+    slow_read(o, &mut h, "a.test", "/8m.bin");
+    Ok(())
+}
+
+/// GET `path` of `host` on `h` (paced by the caller) and the whole response within 60 s,
+/// then a next request at full speed; whether that one came.
+fn slow_read(o: &mut Observation, h: &mut H1, host: &str, path: &str) -> bool {
+    if let Err(e) = h.send(&h1::get(host, path)) {
+        o.add("response", format!("could not send: {e}"));
+        return false;
+    }
     let ok = match h.read_response(after(60.0)) {
         Ok(r) => {
             o.add("response", r.summary());
@@ -354,15 +407,34 @@ fn download_slow_reader(t: &Target, o: &mut Observation) -> Result<(), String> {
             false
         }
     };
-    if ok {
+    ok && {
         h.set_pace(64 * 1024, Duration::ZERO);
-        exchange(
-            o,
-            "next request",
-            &mut h,
-            &h1::get("a.test", "/index.html"),
-            10.0,
-        );
+        exchange(o, "next request", h, &h1::get(host, "/index.html"), 10.0).is_some()
+    }
+}
+
+/// As [`download_slow_reader`] from the sendfile location, and then the keep-alive wait: a
+/// connection that came back from write completion is an ordinary keep-alive one.
+fn download_slow_reader_sendfile(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let mut h = t.h1_small_window("127.0.0.1")?;
+    h.set_pace(128 * 1024, Duration::from_millis(40));
+    if slow_read(o, &mut h, "a.test", LARGE_SENDFILE) {
+        let t0 = Instant::now();
+        watch(o, "close", &mut h, t0, &ka_scale(), 8.0);
+    }
+    Ok(())
+}
+
+/// h1 over TLS (ALPN http/1.1 only), a 64 kB window; a TLS read returns one record (16 kB
+/// at most), so the pace is per record: at most about 3 MB/s, as the plain slow reader.
+fn download_slow_reader_tls(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let (c, alpn) = t.tls_small_window("127.0.0.1", "tls-a.test", &["http/1.1"])?;
+    o.add("ALPN", alpn.unwrap_or_else(|| "none".into()));
+    let mut h = H1::new(c);
+    h.set_pace(16 * 1024, Duration::from_millis(5));
+    if slow_read(o, &mut h, "tls-a.test", LARGE_SENDFILE) {
+        let t0 = Instant::now();
+        watch(o, "close", &mut h, t0, &ka_scale(), 8.0);
     }
     Ok(())
 }
@@ -370,8 +442,7 @@ fn download_slow_reader(t: &Target, o: &mut Observation) -> Result<(), String> {
 /// Polls until the server lets go of `conn`, for `limit` s, while nothing is read: how
 /// long after the last growth of the receive queue (the server's last progress) it did.
 fn released_after_last_progress(conn: &Conn, limit: f64) -> Option<Duration> {
-    let client = conn.local_port();
-    let server = conn.tcp().peer_addr().map(|a| a.port()).unwrap_or(0);
+    let (server, client) = tcp::ends(conn.tcp()).ok()?;
     let mut queued = tcp::unread(conn.tcp()).unwrap_or(0);
     let mut last_progress = Instant::now();
     let mut idle = None;
@@ -398,11 +469,64 @@ fn stalled_scale() -> Scale {
     ])
 }
 
-/// GET /8m.bin from `host`; read 64 kB; stop reading: when does the server let go? Then
-/// read what is left: the whole body, or a cut one.
-fn stalled(t: &Target, o: &mut Observation, host: &str) -> Result<(), String> {
+fn stalled_bucket(d: Duration) -> String {
+    stalled_scale().bucket(d)
+}
+
+/// When a stalled download from the sendfile location was given up, in ranges rather than
+/// marks. In write completion, event gives up at the Timeout (of the request's vhost) and
+/// starts the lingering close, whose last flush of what is still pending gets
+/// SECONDS_TO_LINGER (the socket's timeout then) before the close: the server let go 5.8 s
+/// after the last byte got through for a.test and 9.8 s for b.test, event and `park` alike
+/// (6.1 s and 10.1 s after the reader's stop: with sendfile the receive queue still grows
+/// by a few hundred bytes 0.3 s after the stop, a window the queue's compaction reopens,
+/// too small to wake the server). The blocking writes of sendfile off give up at Timeout and
+/// close at once (the connection aborted). The marks of [`stalled_scale`] would put 9.8 s
+/// at the vhost's Timeout (8 s, whose window reaches 10 s), so these ranges say which
+/// Timeout it was (the server config's or the vhost's), with up to the lingering close's
+/// 2 s and 1.5 s of a loaded machine after it.
+fn stalled_wc_bucket(d: Duration) -> String {
+    let t = d.as_secs_f64();
+    let range = |timeout: f64| (timeout - 0.35, timeout + SECONDS_TO_LINGER + 1.5);
+    let (a_lo, a_hi) = range(TIMEOUT);
+    let (b_lo, b_hi) = range(VHOST_TIMEOUT);
+    let b = if t < a_lo {
+        format!("before ~{} s (Timeout)", secs(TIMEOUT))
+    } else if t <= a_hi {
+        format!(
+            "~{} to ~{} s (Timeout, then up to SECONDS_TO_LINGER)",
+            secs(TIMEOUT),
+            secs(TIMEOUT + SECONDS_TO_LINGER)
+        )
+    } else if t < b_lo {
+        format!("between ~{} s and ~{} s", secs(a_hi), secs(VHOST_TIMEOUT))
+    } else if t <= b_hi {
+        format!(
+            "~{} to ~{} s (vhost Timeout, then up to SECONDS_TO_LINGER)",
+            secs(VHOST_TIMEOUT),
+            secs(VHOST_TIMEOUT + SECONDS_TO_LINGER)
+        )
+    } else {
+        format!("after ~{} s", secs(b_hi))
+    };
+    if std::env::var_os("RWORKER_DIFF_RAW").is_some() {
+        format!("{b} [{t:.2} s]")
+    } else {
+        b
+    }
+}
+
+/// GET `path` (8 MiB) from `host`; read 64 kB; stop reading: when does the server let go
+/// (in `bucket`'s terms)? Then read what is left: the whole body, or a cut one.
+fn stalled(
+    t: &Target,
+    o: &mut Observation,
+    host: &str,
+    path: &str,
+    bucket: fn(Duration) -> String,
+) -> Result<(), String> {
     let mut h = t.h1_small_window("127.0.0.1")?;
-    h.send(&h1::get(host, "/8m.bin"))?;
+    h.send(&h1::get(host, path))?;
     let mut got = 0usize;
     let mut head = Vec::new();
     let mut b = vec![0u8; 16 * 1024];
@@ -432,10 +556,7 @@ fn stalled(t: &Target, o: &mut Observation, host: &str) -> Result<(), String> {
     match released_after_last_progress(&h.conn, 25.0) {
         Some(idle) => o.add(
             "server let go",
-            format!(
-                "{} after its last byte got through",
-                stalled_scale().bucket(idle)
-            ),
+            format!("{} after its last byte got through", bucket(idle)),
         ),
         None => o.add("server let go", "not within 25 s"),
     }
@@ -461,11 +582,19 @@ fn stalled(t: &Target, o: &mut Observation, host: &str) -> Result<(), String> {
 }
 
 fn download_stalled(t: &Target, o: &mut Observation) -> Result<(), String> {
-    stalled(t, o, "a.test")
+    stalled(t, o, "a.test", "/8m.bin", stalled_bucket)
 }
 
 fn download_stalled_vhost(t: &Target, o: &mut Observation) -> Result<(), String> {
-    stalled(t, o, "b.test")
+    stalled(t, o, "b.test", "/8m.bin", stalled_bucket)
+}
+
+fn download_stalled_sendfile(t: &Target, o: &mut Observation) -> Result<(), String> {
+    stalled(t, o, "a.test", LARGE_SENDFILE, stalled_wc_bucket)
+}
+
+fn download_stalled_sendfile_vhost(t: &Target, o: &mut Observation) -> Result<(), String> {
+    stalled(t, o, "b.test", LARGE_SENDFILE, stalled_wc_bucket)
 }
 
 fn client_reset(t: &Target, o: &mut Observation) -> Result<(), String> {
