@@ -271,3 +271,65 @@ fn an_immediate_stop_closes_parked_downloads() {
         assert!(ended, "download {i} still open after the stop");
     }
 }
+
+/// Under a low open-file limit, downloads parked in write completion count twice against
+/// a child's budget (the socket and, with sendfile, the file the core keeps open): children
+/// stop accepting before a request they took finds no descriptor for its file. Counted
+/// once, each child filled its limit with parked downloads and answered the next ones 403
+/// (AH00132, AH00529 "Too many open files").
+#[test]
+fn parked_downloads_count_their_files_against_the_open_file_budget() {
+    if !parking_only() {
+        return;
+    }
+    const N: usize = 600;
+    let s = Server::start(opts(60).open_files(256, 256));
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
+    let conns: Vec<TcpStream> = (0..N).map(|_| slow_reader(&s)).collect();
+    // Each client's first bytes: a status line, or nothing yet (waiting in the backlog
+    // while every child is at its budget).
+    let mut firsts: Vec<Vec<u8>> = vec![Vec::new(); N];
+    let mut buf = [0u8; 16];
+    let settled = wait_until(Duration::from_secs(60), || {
+        for (i, mut c) in conns.iter().enumerate() {
+            if firsts[i].len() < 12 {
+                if let Ok(n) = c.read(&mut buf[..12 - firsts[i].len()]) {
+                    firsts[i].extend_from_slice(&buf[..n]);
+                }
+            }
+        }
+        let answered = firsts.iter().filter(|f| f.len() >= 12).count();
+        // The parent logs RW00041 once children hold all their budget allows.
+        answered >= 100 && s.error_log().contains("RW00041")
+    });
+    let statuses: std::collections::BTreeMap<String, usize> = firsts
+        .iter()
+        .filter(|f| f.len() >= 12)
+        .fold(Default::default(), |mut m, f| {
+            *m.entry(String::from_utf8_lossy(&f[9..12]).into_owned())
+                .or_default() += 1;
+            m
+        });
+    assert!(
+        settled,
+        "the children did not fill their budgets: statuses so far {statuses:?}"
+    );
+    assert_eq!(
+        statuses.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec!["200"],
+        "every answered download starts 200: {statuses:?}"
+    );
+    // A while at the budget: clients keep reading, children keep writing.
+    std::thread::sleep(Duration::from_secs(3));
+    let log = s.error_log();
+    for id in ["AH00132", "AH00529", "AH02179"] {
+        assert!(
+            !log.contains(id),
+            "{id} in the error log: a child ran out of descriptors:\n{log}"
+        );
+    }
+    drop(conns);
+}

@@ -259,6 +259,11 @@ pub struct Parking {
     /// (`crate::mpm::open_files`), and none more until a close once it was short of a
     /// descriptor (EMFILE) or of a place in its set for a listening socket.
     files: Shortage,
+    /// Responses parked in write completion: each may hold a second descriptor, its file
+    /// (with `EnableSendfile On` the core keeps a file bucket until the response is
+    /// written), so the open-file budget counts them twice. A worker's own files are in
+    /// the per-thread reserve (`open_files`).
+    writing: AtomicUsize,
     /// The gates were taken out of the set while the child was held back
     /// ([`Parking::held_back`]): the close that ends that puts them back.
     files_blocked: AtomicBool,
@@ -320,6 +325,7 @@ impl Parking {
             drain: Drain::new(),
             budget: ConnectionBudget::new(httpd::max_connections_per_child().max(0) as u64),
             files: Shortage::new(open_files::child_connection_budget(workers)),
+            writing: AtomicUsize::new(0),
             files_blocked: AtomicBool::new(false),
             broken: AtomicBool::new(false),
             broken_told: AtomicBool::new(false),
@@ -502,7 +508,7 @@ impl Parking {
         self.rows.set_not_accepting(!self.accepting());
         // A stopping child accepts nothing anyway: it reports 0. The parent counts a child
         // at its open-file limit as one without idle threads (RW00041).
-        let at_limit = !self.drain.is_stopping() && self.files.at_file_limit(self.drain.open());
+        let at_limit = !self.drain.is_stopping() && self.files.at_file_limit(self.descriptors());
         self.rows.set(Count::AtFileLimit, at_limit as i64);
     }
 
@@ -608,6 +614,10 @@ impl Parking {
     fn claim(&self, ticket: Ticket) -> Option<Parked> {
         let p = self.slots.claim(ticket)?;
         self.park_counts(p.state, -1);
+        if let ParkState::WriteCompletion { .. } = p.state {
+            // Its file now counts in its worker's reserve: the budget has room again.
+            self.put_back_if_below(|| self.writing.fetch_sub(1, Ordering::Relaxed));
+        }
         Some(p)
     }
 
@@ -703,6 +713,11 @@ impl Parking {
             conn.set_registered();
             // Counted before the publish: its claimer takes the count back.
             self.park_counts(state, 1);
+            if let ParkState::WriteCompletion { .. } = state {
+                // Relaxed: a count the budget reads (`held_back`); the claimer's decrement
+                // and the put-back check are ordered by their own fence.
+                self.writing.fetch_add(1, Ordering::Relaxed);
+            }
             let parked = Parked {
                 conn,
                 state,
@@ -730,6 +745,9 @@ impl Parking {
                 }
                 Err(back) => {
                     self.park_counts(state, -1);
+                    if let ParkState::WriteCompletion { .. } = state {
+                        self.writing.fetch_sub(1, Ordering::Relaxed);
+                    }
                     conn = back.conn;
                 }
             }
@@ -810,7 +828,29 @@ impl Parking {
     fn held_back(&self) -> bool {
         // A stale bound costs one connection more or less (the reserve in `open_files`
         // covers it), and a close re-checks after its own decrement.
-        self.files.at_limit(self.drain.open())
+        self.files.at_limit(self.descriptors())
+    }
+
+    /// The descriptors the child's connections hold beyond its workers' reserve: one a
+    /// connection, and a second for each response parked in write completion (`writing`).
+    fn descriptors(&self) -> usize {
+        // Relaxed: see `held_back`.
+        self.drain.open() + self.writing.load(Ordering::Relaxed)
+    }
+
+    /// `lower` lowers what [`Parking::descriptors`] counts (other than by a close), then
+    /// this looks whether that puts the listening sockets back: against
+    /// `apply_registrations`, which marks `files_blocked`, then reads the count. Either
+    /// this sees the mark, or the holder sees the lower count.
+    fn put_back_if_below<R>(&self, lower: impl FnOnce() -> R) {
+        let put_back = publish_then_check(lower, |_| {
+            self.files_blocked.load(Ordering::Relaxed)
+                && !self.held_back()
+                && self.files_blocked.swap(false, Ordering::Relaxed)
+        });
+        if put_back {
+            self.settle_all();
+        }
     }
 
     /// Accept met EMFILE: the child takes no more until a close (`shortage`); true when it
