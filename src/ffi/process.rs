@@ -15,7 +15,8 @@ use crate::sys;
 /// What `fork` gave the caller.
 #[derive(Debug)]
 pub enum Forked {
-    /// We are the new child (APR's thread-current state already re-initialised).
+    /// We are the new child (APR's thread-current state already re-initialised, from
+    /// httpd 2.4.53 on: older releases have none).
     Child,
     /// We are the parent of `pid`.
     Parent(sys::pid_t),
@@ -31,7 +32,10 @@ pub fn fork(_: SingleThreaded) -> Forked {
     match unsafe { libc::fork() } {
         0 => {
             // SAFETY: the new child, before anything else uses APR's thread state.
-            unsafe { sys::ap_thread_current_after_fork() };
+            #[cfg(httpd_ap_thread)]
+            unsafe {
+                sys::ap_thread_current_after_fork()
+            };
             Forked::Child
         }
         pid if pid > 0 => Forked::Parent(pid),

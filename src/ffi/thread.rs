@@ -1,6 +1,7 @@
 //! MPM threads are APR threads (`ap_thread_create`), so that `conn_rec->current_thread`
 //! is a real `apr_thread_t` and `ap_thread_current()` works for modules (mod_lua, the
-//! PCRE2 match-data cache). A thread runs a Rust closure; the closure, not a
+//! PCRE2 match-data cache). Before httpd 2.4.53 there is no `ap_thread_create`: plain
+//! `apr_thread_create`, as that release's event does. A thread runs a Rust closure; the closure, not a
 //! `*mut c_void`, carries what the thread needs. A [`Spawner`] owns the pool and the
 //! attributes threads are created with and lives until the process exits, so every
 //! thread it starts is outlived by both.
@@ -138,7 +139,11 @@ where
     // SAFETY: attr and pool outlive the thread (their Spawner is leaked); the pool is
     // locked by the caller; the trampoline takes ownership of `data` when the thread starts.
     let rv = unsafe {
-        sys::ap_thread_create(
+        #[cfg(httpd_ap_thread)]
+        use sys::ap_thread_create as create;
+        #[cfg(not(httpd_ap_thread))]
+        use sys::apr_thread_create as create;
+        create(
             &mut thd,
             attr.0.as_ptr(),
             Some(trampoline::<F>),
