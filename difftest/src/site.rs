@@ -57,10 +57,29 @@ pub struct Ports {
     pub tls: u16,
 }
 
+/// The modules the site uses beside its MPM (the template's `@MODULES@`).
+pub const MODULES: &[&str] = &[
+    "unixd",
+    "authz_core",
+    "mime",
+    "dir",
+    "status",
+    "headers",
+    "reflector",
+    "reqtimeout",
+    "socache_shmcb",
+    "ssl",
+    "http2",
+];
+
 /// The template filled for `mpm`.
 pub fn conf(root: &Path, ports: Ports, mpm: Mpm, rworker_so: &Path) -> String {
     TEMPLATE
         .replace("@MPM@", &mpm.conf_lines(rworker_so))
+        .replace(
+            "@MODULES@",
+            rworker_testkit::install::load_module_lines(MODULES).trim_end(),
+        )
         .replace("@ROOT@", &root.display().to_string())
         .replace("@TLS_PORT@", &ports.tls.to_string())
         .replace("@PORT@", &ports.plain.to_string())
@@ -171,7 +190,8 @@ mod tests {
         assert!(c.contains("Listen 127.0.0.2:2 https"));
         assert!(c.contains("LoadModule mpm_rworker_module /x.so"));
         assert!(
-            !c.lines().any(|l| l.trim_start().starts_with("RWorkerKeepAlive")),
+            !c.lines()
+                .any(|l| l.trim_start().starts_with("RWorkerKeepAlive")),
             "park is the default: {c}"
         );
     }
