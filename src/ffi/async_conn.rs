@@ -165,7 +165,7 @@ impl AsyncConn {
             }
             match state {
                 sys::conn_state_e_CONN_STATE_WRITE_COMPLETION => Next::WriteCompletion,
-                // Before 2.4.63 no module asks for it (h2 keeps its thread instead).
+                // 2.4.63's; before, mod_http2 comes back in write completion instead.
                 #[cfg(httpd_waitio)]
                 sys::conn_state_e_CONN_STATE_ASYNC_WAITIO => {
                     let read = (*cs).sense != sys::conn_sense_e_CONN_SENSE_WANT_WRITE;

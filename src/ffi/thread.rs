@@ -1,10 +1,10 @@
 //! MPM threads are APR threads (`ap_thread_create`), so that `conn_rec->current_thread`
 //! is a real `apr_thread_t` and `ap_thread_current()` works for modules (mod_lua, the
 //! PCRE2 match-data cache). Before httpd 2.4.53 there is no `ap_thread_create`: plain
-//! `apr_thread_create`, as that release's event does. A thread runs a Rust closure; the closure, not a
-//! `*mut c_void`, carries what the thread needs. A [`Spawner`] owns the pool and the
-//! attributes threads are created with and lives until the process exits, so every
-//! thread it starts is outlived by both.
+//! `apr_thread_create`, as that release's event does. A thread runs a Rust closure; the
+//! closure, not a `*mut c_void`, carries what the thread needs. A [`Spawner`] owns the
+//! pool and the attributes threads are created with and lives until the process exits, so
+//! every thread it starts is outlived by both.
 
 use std::ffi::{c_void, CStr};
 use std::ptr::{self, NonNull};
