@@ -75,7 +75,8 @@ echo "== cargo build --release (APXS=$APXS, into $CARGO_TARGET_DIR)"
 cargo build --release 2>&1 | tee -a "$LOG"
 # The module's own check, as an administrator would meet it first.
 SO=$CARGO_TARGET_DIR/release/libmod_mpm_rworker.so
-"$HTTPD" -f /dev/null -C "LoadModule mpm_rworker_module $SO" -C "ServerName localhost" -t 2>&1 |
+"$HTTPD" -f /dev/null -C "LoadModule mpm_rworker_module $SO" -C "ServerName localhost" \
+    -C "ErrorLog /dev/stderr" -t 2>&1 |
     tee -a "$LOG" || true
 
 # `suite NAME CMD...`: runs CMD into the log and prints NAME's passed and failed counts,
