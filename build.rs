@@ -35,11 +35,6 @@ fn query(tool: &str, args: &[&str]) -> String {
 /// flag it sets, the first minor that has it (ap_mmn.h's history), and what it is.
 const HTTPD_FEATURES: &[(&str, u32, &str)] = &[
     (
-        "httpd_ap_thread",
-        122,
-        "ap_thread_create, ap_thread_main_create, ap_thread_current_after_fork (2.4.53)",
-    ),
-    (
         "httpd_waitio",
         135,
         "CONN_STATE_ASYNC_WAITIO; the names CONN_STATE_PROCESSING and CONN_STATE_KEEPALIVE (2.4.63)",

@@ -244,17 +244,11 @@ pub fn log_startup_lines(pconf: ConfigPool, s: ServerRec) {
 /// main-thread record (`ap_thread_main_create`, skipped for `-X`; httpd 2.4.53 and later,
 /// as event of older releases has no such record).
 pub fn child_early_setup(_: SingleThreaded, pchild: &Pool, one_process: bool) {
-    // SAFETY: fresh child, single-threaded (token); pchild is live.
-    unsafe {
-        sys::ap_fatal_signal_child_setup(sys::ap_server_conf);
-        #[cfg(httpd_ap_thread)]
-        if !one_process {
-            let mut thd = ptr::null_mut();
-            sys::ap_thread_main_create(&mut thd, pchild.as_ptr());
-        }
+    // SAFETY: fresh child, single-threaded (token); ap_server_conf is live.
+    unsafe { sys::ap_fatal_signal_child_setup(sys::ap_server_conf) };
+    if !one_process {
+        crate::ffi::thread::create_main_record(pchild);
     }
-    #[cfg(not(httpd_ap_thread))]
-    let _ = (pchild, one_process);
 }
 
 /// Runs the drop_privileges hooks (unixd switches to User/Group). Errors: a hook failed.
