@@ -8,6 +8,26 @@
  * only thing this table and the Rust side share. */
 #include "wrapper.h"
 
+/* ListenTCPDeferAccept is a Debian patch: Debian's LISTEN_COMMANDS names
+ * ap_set_listentcpdeferaccept, which an upstream httpd does not export, so a module that
+ * referenced it strongly would not load there. Reach it through a weak reference and a
+ * wrapper instead (the macro below is expanded inside LISTEN_COMMANDS); with headers
+ * that lack the directive, the wrapper is simply unused. */
+extern const char *ap_set_listentcpdeferaccept(cmd_parms *cmd, void *dummy, const char *arg)
+    __attribute__((weak));
+
+static __attribute__((unused)) const char *rworker_listentcpdeferaccept(cmd_parms *cmd,
+                                                                        void *dummy,
+                                                                        const char *arg)
+{
+    if (ap_set_listentcpdeferaccept == NULL) {
+        return "ListenTCPDeferAccept is not supported by this httpd (a Debian patch; "
+               "rworker was built against Debian's headers)";
+    }
+    return ap_set_listentcpdeferaccept(cmd, dummy, arg);
+}
+#define ap_set_listentcpdeferaccept rworker_listentcpdeferaccept
+
 const char *rworker_set_directive(cmd_parms *cmd, void *dummy, const char *arg);
 
 #define RW_DIRECTIVE(name, help) \

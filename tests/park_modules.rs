@@ -14,8 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::{free_port, Mpm, Server, ServerOpts};
 
-const MODS: &str = "/usr/lib/apache2/modules";
-
 /// A parking server with mod_ssl (self-signed certificate), mod_http2 and mod_reqtimeout
 /// (2 s header limit); returns it, its TLS port, and the certificate's directory.
 fn start() -> Option<(Server, u16, tempfile::TempDir)> {
@@ -53,7 +51,7 @@ fn start() -> Option<(Server, u16, tempfile::TempDir)> {
         .line("KeepAliveTimeout 30")
         .line("RWorkerKeepAlive park");
     for m in ["socache_shmcb", "ssl", "http2", "reqtimeout"] {
-        opts = opts.line(format!("LoadModule {m}_module {MODS}/mod_{m}.so"));
+        opts = opts.line(common::load_module_lines(&[m]));
     }
     let s = Server::start(
         opts.line("Protocols h2 h2c http/1.1")
@@ -279,7 +277,7 @@ fn a_connection_a_module_suspended_does_not_hold_a_graceful_stop() {
     let s = Server::start(
         ServerOpts::default()
             .line("RWorkerKeepAlive park")
-            .line(format!("LoadModule dialup_module {MODS}/mod_dialup.so"))
+            .line(common::load_module_lines(&["dialup"]))
             .line("<Location /index.html>\n ModemStandard V.92\n</Location>"),
     );
     let mut c = TcpStream::connect(s.addr()).expect("connect");

@@ -49,6 +49,24 @@ fn module_symbol_is_the_only_exported_data_symbol() {
     );
 }
 
+/// `ap_set_listentcpdeferaccept` (ListenTCPDeferAccept) is a Debian patch's: the module
+/// references it weakly, so a build on Debian still loads into an upstream httpd, which does
+/// not export it (docs/build.md).
+#[test]
+fn debian_only_symbol_is_referenced_weakly() {
+    if skip_unless_rworker("debian_only_symbol_is_referenced_weakly") {
+        return;
+    }
+    let so = Mpm::Rworker.so_path();
+    let nm = run("nm", &["-D", "--undefined-only", so.to_str().unwrap()]);
+    for l in nm.lines() {
+        let f: Vec<_> = l.split_whitespace().collect();
+        if f.last() == Some(&"ap_set_listentcpdeferaccept") {
+            assert_eq!(f[0], "w", "a strong reference in {}: {l}", so.display());
+        }
+    }
+}
+
 /// The module is linked `-z nodelete`, so httpd's dlclose between config passes never unmaps
 /// it (contract §0 items 3 and 4).
 #[test]

@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 
 use common::{connect_with_rcvbuf, free_port, Mpm, RawConn, Server, ServerOpts};
 
-const MODS: &str = "/usr/lib/apache2/modules";
-
 /// The keep-alive modes to run a test in: both of rworker's, or the stock MPM as it is.
 fn modes() -> Vec<Option<&'static str>> {
     match Mpm::under_test() {
@@ -229,7 +227,7 @@ fn h2_on_an_sni_vhost_keeps_its_keep_alive_timeout() {
             .line("Protocols h2 http/1.1")
             .line("LogLevel ssl:error");
         for m in ["socache_shmcb", "ssl", "http2"] {
-            opts = opts.line(format!("LoadModule {m}_module {MODS}/mod_{m}.so"));
+            opts = opts.line(common::load_module_lines(&[m]));
         }
         if let Some(m) = mode {
             opts = opts.line(format!("RWorkerKeepAlive {m}"));

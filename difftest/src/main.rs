@@ -14,7 +14,8 @@ use std::process::ExitCode;
 
 fn usage() -> &'static str {
     "usage: rworker-diff [--fast] [--out FILE] [--only NAME,...] [--pairs event/park,worker/thread] [--parallel N] [--list]\n\
-     As root, with Debian's apache2 and rworker built (cargo build --release, or RWORKER_SO)."
+     As root, with Debian's apache2 (or the httpd RWORKER_TEST_APACHE2 names, its modules in\n\
+     RWORKER_TEST_MODULES) and rworker built (cargo build --release, or RWORKER_SO)."
 }
 
 fn main() -> ExitCode {

@@ -3,8 +3,7 @@
 use std::fmt;
 use std::path::Path;
 
-/// Debian's stock MPM modules.
-pub const STOCK_MODULES: &str = "/usr/lib/apache2/modules";
+use rworker_testkit::install::stock_module;
 
 /// One MPM configuration: what fills the site's `@MPM@` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,12 +33,14 @@ impl Mpm {
     pub fn conf_lines(self, rworker_so: &Path) -> String {
         let so = rworker_so.display();
         match self {
-            Mpm::Event => {
-                format!("LoadModule mpm_event_module {STOCK_MODULES}/mod_mpm_event.so")
-            }
-            Mpm::Worker => {
-                format!("LoadModule mpm_worker_module {STOCK_MODULES}/mod_mpm_worker.so")
-            }
+            Mpm::Event => format!(
+                "LoadModule mpm_event_module {}",
+                stock_module("mpm_event").display()
+            ),
+            Mpm::Worker => format!(
+                "LoadModule mpm_worker_module {}",
+                stock_module("mpm_worker").display()
+            ),
             // The default mode: no RWorkerKeepAlive line, so that the harness compares what
             // an administrator gets by loading the module.
             Mpm::RworkerPark => format!("LoadModule mpm_rworker_module {so}"),

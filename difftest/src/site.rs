@@ -61,10 +61,29 @@ pub struct Ports {
     pub tls: u16,
 }
 
+/// The modules the site uses beside its MPM (the template's `@MODULES@`).
+pub const MODULES: &[&str] = &[
+    "unixd",
+    "authz_core",
+    "mime",
+    "dir",
+    "status",
+    "headers",
+    "reflector",
+    "reqtimeout",
+    "socache_shmcb",
+    "ssl",
+    "http2",
+];
+
 /// The template filled for `mpm`.
 pub fn conf(root: &Path, ports: Ports, mpm: Mpm, rworker_so: &Path) -> String {
     TEMPLATE
         .replace("@MPM@", &mpm.conf_lines(rworker_so))
+        .replace(
+            "@MODULES@",
+            rworker_testkit::install::load_module_lines(MODULES).trim_end(),
+        )
         .replace("@ROOT@", &root.display().to_string())
         .replace("@TLS_PORT@", &ports.tls.to_string())
         .replace("@PORT@", &ports.plain.to_string())

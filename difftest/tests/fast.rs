@@ -3,7 +3,8 @@
 //! is not in `src/expected.rs` (each entry there has its reason) and on a crash line in a
 //! server's error log. The whole set: `cargo run --release -p rworker-diff -- --out FILE`.
 //!
-//! Needs root (httpd's children switch to www-data), Debian's apache2 with mod_ssl,
+//! Needs root (httpd's children switch to www-data), Debian's apache2 (or the httpd
+//! `RWORKER_TEST_APACHE2` names, its modules in `RWORKER_TEST_MODULES`) with mod_ssl,
 //! mod_http2, mod_reqtimeout and mod_reflector, and rworker built (`cargo build --release`,
 //! or RWORKER_SO).
 

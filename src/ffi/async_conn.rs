@@ -165,6 +165,8 @@ impl AsyncConn {
             }
             match state {
                 sys::conn_state_e_CONN_STATE_WRITE_COMPLETION => Asked::WriteCompletion,
+                // 2.4.63's; before, mod_http2 comes back in write completion instead.
+                #[cfg(httpd_waitio)]
                 sys::conn_state_e_CONN_STATE_ASYNC_WAITIO => {
                     let read = (*cs).sense != sys::conn_sense_e_CONN_SENSE_WANT_WRITE;
                     (*cs).sense = sys::conn_sense_e_CONN_SENSE_DEFAULT;

@@ -7,6 +7,7 @@
 //! [`SingleThreaded`] token (`crate::ffi::phase`).
 
 use std::ffi::CStr;
+use std::fmt;
 use std::os::raw::c_int;
 use std::ptr;
 
@@ -78,6 +79,60 @@ pub fn server_timeouts() -> Vec<(std::time::Duration, std::time::Duration)> {
         }
     }
     out
+}
+
+/// A module magic number (`MODULE_MAGIC_NUMBER_MAJOR.MINOR`) with the release it belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpdApi {
+    /// The major: 20120211 for every httpd 2.4.
+    pub major: i32,
+    /// The minor: grows by one with each interface added within 2.4.
+    pub minor: i32,
+    /// The release, as "2.4.58" (`ap_get_server_revision`, or the headers' `ap_release.h`).
+    pub release: String,
+}
+
+impl fmt::Display for HttpdApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "httpd {} (module magic number {}.{})",
+            self.release, self.major, self.minor
+        )
+    }
+}
+
+/// The module API and release of the headers rworker was built with.
+pub fn built_api() -> HttpdApi {
+    HttpdApi {
+        major: sys::MODULE_MAGIC_NUMBER_MAJOR as c_int,
+        minor: sys::MODULE_MAGIC_NUMBER_MINOR as c_int,
+        release: format!(
+            "{}.{}.{}",
+            sys::AP_SERVER_MAJORVERSION_NUMBER,
+            sys::AP_SERVER_MINORVERSION_NUMBER,
+            sys::AP_SERVER_PATCHLEVEL_NUMBER
+        ),
+    }
+}
+
+/// The module API and release of the running httpd: the core module's magic number, which
+/// httpd was compiled with (it checks only the major of the modules it loads), and
+/// `ap_get_server_revision`.
+pub fn running_api() -> HttpdApi {
+    let mut v = sys::ap_version_t::default();
+    // SAFETY: core_module is httpd's own module struct, whose version fields are set at
+    // compile time and never written; ap_get_server_revision fills the struct we pass.
+    let (major, minor) = unsafe {
+        sys::ap_get_server_revision(&mut v);
+        let core = ptr::addr_of!(sys::core_module);
+        ((*core).version, (*core).minor_version)
+    };
+    HttpdApi {
+        major,
+        minor,
+        release: format!("{}.{}.{}", v.major, v.minor, v.patch),
+    }
 }
 
 /// Microseconds since the epoch (`apr_time_now`).
@@ -186,15 +241,13 @@ pub fn log_startup_lines(pconf: ConfigPool, s: ServerRec) {
 }
 
 /// A fresh child's set-up before it drops privileges: fatal-signal handlers and APR's
-/// main-thread record (`ap_thread_main_create`, skipped for `-X`).
+/// main-thread record (`ap_thread_main_create`, skipped for `-X`; httpd 2.4.53 and later,
+/// as event of older releases has no such record).
 pub fn child_early_setup(_: SingleThreaded, pchild: &Pool, one_process: bool) {
-    // SAFETY: fresh child, single-threaded (token); pchild is live.
-    unsafe {
-        sys::ap_fatal_signal_child_setup(sys::ap_server_conf);
-        if !one_process {
-            let mut thd = ptr::null_mut();
-            sys::ap_thread_main_create(&mut thd, pchild.as_ptr());
-        }
+    // SAFETY: fresh child, single-threaded (token); ap_server_conf is live.
+    unsafe { sys::ap_fatal_signal_child_setup(sys::ap_server_conf) };
+    if !one_process {
+        crate::ffi::thread::create_main_record(pchild);
     }
 }
 

@@ -10,12 +10,14 @@ use crate::ffi::httpd::{self, ChildStatus, ServerRec, SingleThreaded};
 use crate::ffi::pool::ConfigPool;
 use crate::ffi::scoreboard;
 use crate::ffi::signal::ChildExits;
+use crate::ffi::thread;
 use crate::sys;
 
 /// What `fork` gave the caller.
 #[derive(Debug)]
 pub enum Forked {
-    /// We are the new child (APR's thread-current state already re-initialised).
+    /// We are the new child (APR's thread-current state already re-initialised, from
+    /// httpd 2.4.53 on: older releases have none).
     Child,
     /// We are the parent of `pid`.
     Parent(sys::pid_t),
@@ -26,12 +28,14 @@ pub enum Forked {
 /// Forks. The parent runs no MPM threads and holds no Rust locks, so the child starts
 /// from a consistent state.
 pub fn fork(_: SingleThreaded) -> Forked {
+    // Looked up here, so that the child only reads them.
+    thread::httpd_thread_fns();
     // SAFETY: single-threaded parent (token), so no lock is held by a thread that would
     // be missing in the child.
     match unsafe { libc::fork() } {
         0 => {
-            // SAFETY: the new child, before anything else uses APR's thread state.
-            unsafe { sys::ap_thread_current_after_fork() };
+            // The new child, before anything else uses APR's thread state.
+            thread::current_after_fork();
             Forked::Child
         }
         pid if pid > 0 => Forked::Parent(pid),

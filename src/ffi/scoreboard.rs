@@ -160,7 +160,15 @@ fn async_count<R>(slot: c_int, field: AsyncField, f: impl FnOnce(&AtomicU32) -> 
             AsyncField::WriteCompletion => addr_of_mut!((*p).write_completion),
             AsyncField::KeepAlive => addr_of_mut!((*p).keep_alive),
             AsyncField::LingeringClose => addr_of_mut!((*p).lingering_close),
+            #[cfg(httpd_score_wait_io)]
             AsyncField::WaitIo => addr_of_mut!((*p).wait_io),
+            // Before 2.4.63 the field does not exist (the next slot's pid follows), and no
+            // connection waits for I/O: the count stays 0 in a sink of this process.
+            #[cfg(not(httpd_score_wait_io))]
+            AsyncField::WaitIo => {
+                static NO_WAIT_IO: AtomicU32 = AtomicU32::new(0);
+                return f(&NO_WAIT_IO);
+            }
             AsyncField::Suspended => addr_of_mut!((*p).suspended),
         };
         f(AtomicU32::from_ptr(field))

@@ -1,13 +1,15 @@
 //! MPM threads are APR threads (`ap_thread_create`), so that `conn_rec->current_thread`
 //! is a real `apr_thread_t` and `ap_thread_current()` works for modules (mod_lua, the
-//! PCRE2 match-data cache). A thread runs a Rust closure; the closure, not a
-//! `*mut c_void`, carries what the thread needs. A [`Spawner`] owns the pool and the
-//! attributes threads are created with and lives until the process exits, so every
-//! thread it starts is outlived by both.
+//! PCRE2 match-data cache). httpd has `ap_thread_create` and its two companions from 2.4.53
+//! on; they are looked up in the running httpd ([`HttpdThreadFns`]), and where it lacks them
+//! threads are plain `apr_thread_create`, as 2.4.52's event does. A thread runs a Rust
+//! closure; the closure, not a `*mut c_void`, carries what the thread needs. A [`Spawner`] owns the
+//! pool and the attributes threads are created with and lives until the process exits, so
+//! every thread it starts is outlived by both.
 
 use std::ffi::{c_void, CStr};
 use std::ptr::{self, NonNull};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::ffi::pool::Pool;
@@ -137,8 +139,11 @@ where
     let mut thd = ptr::null_mut();
     // SAFETY: attr and pool outlive the thread (their Spawner is leaked); the pool is
     // locked by the caller; the trampoline takes ownership of `data` when the thread starts.
+    let create = httpd_thread_fns()
+        .create
+        .unwrap_or(sys::apr_thread_create as ThreadCreate);
     let rv = unsafe {
-        sys::ap_thread_create(
+        create(
             &mut thd,
             attr.0.as_ptr(),
             Some(trampoline::<F>),
@@ -153,6 +158,76 @@ where
             drop(unsafe { Box::from_raw(data) });
             Err(if rv != 0 { rv } else { sys::APR_ENOMEM as i32 })
         }
+    }
+}
+
+/// `ap_thread_create` (httpd.h; `apr_thread_create` has the same type).
+type ThreadCreate = unsafe extern "C" fn(
+    *mut *mut sys::apr_thread_t,
+    *mut sys::apr_threadattr_t,
+    sys::apr_thread_start_t,
+    *mut c_void,
+    *mut sys::apr_pool_t,
+) -> sys::apr_status_t;
+/// `ap_thread_main_create` (httpd.h).
+type MainCreate =
+    unsafe extern "C" fn(*mut *mut sys::apr_thread_t, *mut sys::apr_pool_t) -> sys::apr_status_t;
+/// `ap_thread_current_after_fork` (httpd.h).
+type AfterFork = unsafe extern "C" fn();
+
+/// httpd's thread functions of 2.4.53 and later, looked up in the running httpd rather than
+/// bound when it loads the module: a build against 2.4.53+ headers still loads into 2.4.52,
+/// far enough for pre_config to refuse it by name (RW00060) instead of the loader failing on
+/// an undefined symbol, and a build against 2.4.52's headers uses them in a newer httpd, as
+/// that httpd's event does. `None` where the running httpd lacks one (or, with APR 1.8, makes
+/// it a macro for APR's own: then APR's is taken).
+pub struct HttpdThreadFns {
+    create: Option<ThreadCreate>,
+    main_create: Option<MainCreate>,
+    after_fork: Option<AfterFork>,
+}
+
+/// The running httpd's [`HttpdThreadFns`], looked up on the first call (the parent calls it
+/// before it forks, so a child only reads them).
+pub fn httpd_thread_fns() -> &'static HttpdThreadFns {
+    static FNS: OnceLock<HttpdThreadFns> = OnceLock::new();
+    FNS.get_or_init(|| {
+        let lookup = |name: &CStr| {
+            // SAFETY: dlsym in the global scope, where httpd's and APR's exported functions
+            // are, with a NUL-terminated name.
+            NonNull::new(unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) })
+        };
+        // SAFETY (the transmutes): each name, where found, is httpd's (or APR's) exported
+        // function of the type httpd.h declares for it, written out above.
+        HttpdThreadFns {
+            create: lookup(c"ap_thread_create")
+                .map(|p| unsafe { std::mem::transmute::<*mut c_void, ThreadCreate>(p.as_ptr()) }),
+            main_create: lookup(c"ap_thread_main_create")
+                .map(|p| unsafe { std::mem::transmute::<*mut c_void, MainCreate>(p.as_ptr()) }),
+            after_fork: lookup(c"ap_thread_current_after_fork")
+                .or_else(|| lookup(c"apr_thread_current_after_fork"))
+                .map(|p| unsafe { std::mem::transmute::<*mut c_void, AfterFork>(p.as_ptr()) }),
+        }
+    })
+}
+
+/// In a new child, before anything else uses APR's thread state: resets the thread-current
+/// record it inherited (`ap_thread_current_after_fork`; nothing before httpd 2.4.53).
+pub fn current_after_fork() {
+    if let Some(f) = httpd_thread_fns().after_fork {
+        // SAFETY: httpd's function, called in the fresh child, single-threaded.
+        unsafe { f() };
+    }
+}
+
+/// In a new child: APR's record of its main thread, in `pool` (`ap_thread_main_create`;
+/// nothing before httpd 2.4.53, as that release's event creates none).
+pub fn create_main_record(pool: &Pool) {
+    if let Some(f) = httpd_thread_fns().main_create {
+        let mut thd = ptr::null_mut();
+        // SAFETY: httpd's function with a valid out-pointer and a live pool, called by the
+        // child's main thread.
+        unsafe { f(&mut thd, pool.as_ptr()) };
     }
 }
 

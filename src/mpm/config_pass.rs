@@ -9,6 +9,7 @@ use crate::ffi::httpd::{self, ServerRec, SingleThreaded};
 use crate::ffi::log::level;
 use crate::ffi::pool::ConfigPool;
 use crate::ffi::retained::Retained;
+use crate::mpm::httpd_api;
 use crate::mpm::listen;
 use crate::mpm::settings::{self, FirstLimits, Settings};
 use crate::sys;
@@ -16,6 +17,11 @@ use crate::sys;
 /// pre_config: resets the directives to their defaults and readies the pass. Returns
 /// the hook's result (OK, DONE, or 500 when detaching failed, as the stock MPM returns).
 pub fn pre_config(token: SingleThreaded, pconf: ConfigPool) -> c_int {
+    // Before anything else: never run in an httpd older than the headers we were built with.
+    if let Some(line) = httpd_api::refusal(&httpd::built_api(), &httpd::running_api()) {
+        crate::mpm_log!(level::EMERG | level::STARTUP, 0, "{line}");
+        return sys::DONE;
+    }
     let debug = httpd::config_define(c"DEBUG");
     let one_process = debug || httpd::config_define(c"ONE_PROCESS");
     let foreground = debug || httpd::config_define(c"FOREGROUND");

@@ -3,7 +3,8 @@
 //!
 //! - `module`: the exported module struct and the hook table;
 //! - `config_pass`: a configuration pass (pre_config, check_config, open_logs), with
-//!   `directives` (parsing) and `query` (`ap_mpm_query` answers);
+//!   `directives` (parsing) and `query` (`ap_mpm_query` answers); `httpd_api`: the
+//!   running httpd against the headers rworker was built with (refused when older);
 //! - `parent`: the parent process (generation loop, fork and reap, idle maintenance);
 //! - `child`: a child process (set-up, the starter thread, the stop);
 //! - `listener`, `worker`: the two kinds of thread that serve; `worker_accept`: idle
@@ -25,6 +26,7 @@ pub mod config_pass;
 pub mod conn;
 pub mod directives;
 pub mod handoff;
+pub mod httpd_api;
 pub mod listen;
 pub mod listener;
 pub mod module;

@@ -68,9 +68,10 @@ pub fn answer(code: c_int) -> Option<c_int> {
         sys::AP_MPMQ_MPM_STATE => r.map_or(sys::AP_MPMQ_STARTING as c_int, state),
         sys::AP_MPMQ_GENERATION => r.map_or(0, |r| r.my_generation()),
         // Parking makes the core hand a connection back between requests.
-        sys::AP_MPMQ_IS_ASYNC | sys::AP_MPMQ_CAN_WAITIO => {
-            (s.keep_alive == KeepAliveMode::Park) as c_int
-        }
+        sys::AP_MPMQ_IS_ASYNC => (s.keep_alive == KeepAliveMode::Park) as c_int,
+        // Asked by mod_http2 from 2.4.63 on; older releases have no such query.
+        #[cfg(httpd_mpmq_can_waitio)]
+        sys::AP_MPMQ_CAN_WAITIO => (s.keep_alive == KeepAliveMode::Park) as c_int,
         _ => return None,
     })
 }

@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-/// Debian's httpd binary.
-pub const APACHE2: &str = "/usr/sbin/apache2";
+/// Debian's httpd binary; the tests run [`crate::install::apache2`], which the environment
+/// may point elsewhere.
+pub const APACHE2: &str = crate::install::DEBIAN_APACHE2;
 
 /// The files that name one private httpd: all it takes to start, find and stop it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,7 +107,8 @@ impl Httpd {
         args: &[&str],
         open_files: Option<(u64, u64)>,
     ) -> io::Result<Output> {
-        let mut cmd = Command::new(APACHE2);
+        let apache2 = crate::install::apache2();
+        let mut cmd = Command::new(&apache2);
         cmd.arg("-f")
             .arg(&self.conf)
             .args(args)
@@ -131,7 +133,8 @@ impl Httpd {
             io::Error::new(
                 e.kind(),
                 format!(
-                    "run {APACHE2} -f {} {}: {e}",
+                    "run {} -f {} {}: {e}",
+                    apache2.display(),
                     self.conf.display(),
                     args.join(" ")
                 ),

@@ -5,6 +5,8 @@
 //!   `apache2 -f <conf> -k start`, stopped with `-k stop` and, as a last resort, SIGKILL of
 //!   exactly the pidfile's pid and its children. Never by process name: other apache2
 //!   instances may run on the same host.
+//! - [`install`]: which httpd the tests run (Debian's, or the one the environment names)
+//!   and the `LoadModule` lines its own modules need.
 //! - [`procfs`]: what `/proc` says about a process: alive, parent, children, CPU ticks,
 //!   command line.
 //! - [`error_log`]: reading httpd's error log: a line's level, and the one crash-line rule.
@@ -17,6 +19,7 @@
 
 pub mod error_log;
 pub mod httpd;
+pub mod install;
 pub mod port;
 pub mod procfs;
 pub mod rworker_so;

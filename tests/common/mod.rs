@@ -1,8 +1,9 @@
 //! Shared harness for rworker's integration tests.
 //!
-//! Every test starts its own `/usr/sbin/apache2` with a private ServerRoot in a temporary
-//! directory and a private port on 127.0.0.1, loads the MPM under test and talks to it over
-//! the loopback only. The MPM under test comes from `RWORKER_TEST_MPM`:
+//! Every test starts its own `/usr/sbin/apache2` (or the httpd `RWORKER_TEST_APACHE2` names,
+//! with its modules in `RWORKER_TEST_MODULES`: rworker-testkit's `install`) with a private
+//! ServerRoot in a temporary directory and a private port on 127.0.0.1, loads the MPM under
+//! test and talks to it over the loopback only. The MPM under test comes from `RWORKER_TEST_MPM`:
 //! `rworker` (the default: our `mod_mpm_rworker.so`), `worker` or `event` (Debian's stock
 //! modules, the A/B reference the tests were first validated against).
 //!
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 
 pub use rworker_testkit::error_log::{crash_lines, log_level};
 pub use rworker_testkit::httpd::APACHE2;
+pub use rworker_testkit::install::{apache2, load_module_lines, stock_module, stock_modules};
 pub use rworker_testkit::procfs::{
     alive as pid_alive, all_pids, children_of, cmdline, cpu_ticks, listen_backlog,
     pid_connection_peers_on, pid_listens_on, pid_sockets_settled, pids_listening_on, proc_state,
@@ -36,7 +38,6 @@ pub use rworker_testkit::procfs::{
 };
 pub use rworker_testkit::wait::wait_until;
 pub use rworker_testkit::wrk::WrkResult;
-pub const STOCK_MODULES: &str = "/usr/lib/apache2/modules";
 
 /// Size of the patterned file `/10m.bin`.
 pub const TEN_MB: usize = 10 * 1024 * 1024;
@@ -106,8 +107,8 @@ impl Mpm {
     /// release build, else the debug build; panics if none exists.
     pub fn so_path(self) -> PathBuf {
         match self {
-            Mpm::Worker => PathBuf::from(STOCK_MODULES).join("mod_mpm_worker.so"),
-            Mpm::Event => PathBuf::from(STOCK_MODULES).join("mod_mpm_event.so"),
+            Mpm::Worker => stock_module("mpm_worker"),
+            Mpm::Event => stock_module("mpm_event"),
             Mpm::Rworker => rworker_so(),
         }
     }
@@ -335,7 +336,7 @@ impl Server {
         for attempt in 0..3 {
             let console = s.root().join("logs/console.log");
             let out = fs::File::create(&console).expect("create logs/console.log");
-            let child = Command::new(APACHE2)
+            let child = Command::new(apache2())
                 .arg("-f")
                 .arg(s.conf_path())
                 .arg("-X")
@@ -446,9 +447,12 @@ impl Server {
             self.mpm.module_symbol(),
             so.display()
         ));
-        for m in ["authz_core", "mime", "status", "dir"] {
-            line(format!("LoadModule {m}_module {STOCK_MODULES}/mod_{m}.so"));
-        }
+        // mod_unixd (User, Group) and the rest, where the binary lacks them.
+        line(
+            load_module_lines(rworker_testkit::install::BASE_MODULES)
+                .trim_end()
+                .to_string(),
+        );
         line("TypesConfig /etc/mime.types".into());
         line("User www-data".into());
         line("Group www-data".into());
