@@ -803,23 +803,13 @@ impl Parking {
         // reads the count and the mark (`held_back`). Without the second fence the holder
         // could read the mark still set while this close read no `files_blocked`, and a
         // child short of a descriptor would stay out of the set for good.
-        let resettle = self.drain.closed(&self.bell, || {
-            publish_then_check(
-                || {
-                    if freed {
-                        self.files.closed();
-                    }
-                },
-                |()| {
-                    self.files_blocked.load(Ordering::Relaxed)
-                        && !self.held_back()
-                        && self.files_blocked.swap(false, Ordering::Relaxed)
-                },
-            )
+        self.drain.closed(&self.bell, || {
+            self.put_back_if_below(|| {
+                if freed {
+                    self.files.closed();
+                }
+            })
         });
-        if resettle {
-            self.settle_all();
-        }
     }
 
     /// The child takes no more connections until one closes: it holds as many as its
@@ -838,10 +828,11 @@ impl Parking {
         self.drain.open() + self.writing.load(Ordering::Relaxed)
     }
 
-    /// `lower` lowers what [`Parking::descriptors`] counts (other than by a close), then
-    /// this looks whether that puts the listening sockets back: against
-    /// `apply_registrations`, which marks `files_blocked`, then reads the count. Either
-    /// this sees the mark, or the holder sees the lower count.
+    /// `lower` lowers what holds the child back (a close's shortage mark, a response
+    /// leaving write completion: [`Parking::held_back`]), then this looks whether that puts
+    /// the listening sockets back: against `apply_registrations`, which marks
+    /// `files_blocked`, then reads the count and the mark. Either this sees the mark, or
+    /// the holder sees the lower count.
     fn put_back_if_below<R>(&self, lower: impl FnOnce() -> R) {
         let put_back = publish_then_check(lower, |_| {
             self.files_blocked.load(Ordering::Relaxed)
