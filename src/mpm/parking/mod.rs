@@ -259,11 +259,6 @@ pub struct Parking {
     /// (`crate::mpm::open_files`), and none more until a close once it was short of a
     /// descriptor (EMFILE) or of a place in its set for a listening socket.
     files: Shortage,
-    /// Responses parked in write completion: each may hold a second descriptor, its file
-    /// (with `EnableSendfile On` the core keeps a file bucket until the response is
-    /// written), so the open-file budget counts them twice. A worker's own files are in
-    /// the per-thread reserve (`open_files`).
-    writing: AtomicUsize,
     /// The gates were taken out of the set while the child was held back
     /// ([`Parking::held_back`]): the close that ends that puts them back.
     files_blocked: AtomicBool,
@@ -325,7 +320,6 @@ impl Parking {
             drain: Drain::new(),
             budget: ConnectionBudget::new(httpd::max_connections_per_child().max(0) as u64),
             files: Shortage::new(open_files::child_connection_budget(workers)),
-            writing: AtomicUsize::new(0),
             files_blocked: AtomicBool::new(false),
             broken: AtomicBool::new(false),
             broken_told: AtomicBool::new(false),
@@ -615,8 +609,9 @@ impl Parking {
         let p = self.slots.claim(ticket)?;
         self.park_counts(p.state, -1);
         if let ParkState::WriteCompletion { .. } = p.state {
-            // Its file now counts in its worker's reserve: the budget has room again.
-            self.put_back_if_below(|| self.writing.fetch_sub(1, Ordering::Relaxed));
+            // Its file now counts in its worker's reserve (the decrement above, in
+            // `park_counts`): the budget may have room again.
+            self.put_back_if_below(|| ());
         }
         Some(p)
     }
@@ -713,11 +708,6 @@ impl Parking {
             conn.set_registered();
             // Counted before the publish: its claimer takes the count back.
             self.park_counts(state, 1);
-            if let ParkState::WriteCompletion { .. } = state {
-                // Relaxed: a count the budget reads (`held_back`); the claimer's decrement
-                // and the put-back check are ordered by their own fence.
-                self.writing.fetch_add(1, Ordering::Relaxed);
-            }
             let parked = Parked {
                 conn,
                 state,
@@ -745,9 +735,6 @@ impl Parking {
                 }
                 Err(back) => {
                     self.park_counts(state, -1);
-                    if let ParkState::WriteCompletion { .. } = state {
-                        self.writing.fetch_sub(1, Ordering::Relaxed);
-                    }
                     conn = back.conn;
                 }
             }
@@ -822,10 +809,14 @@ impl Parking {
     }
 
     /// The descriptors the child's connections hold beyond its workers' reserve: one a
-    /// connection, and a second for each response parked in write completion (`writing`).
+    /// connection, and a second for each response parked in write completion (with
+    /// `EnableSendfile On` the core keeps its file open until it is written; a worker's
+    /// own files are in the per-thread reserve, `open_files`).
     fn descriptors(&self) -> usize {
-        // Relaxed: see `held_back`.
-        self.drain.open() + self.writing.load(Ordering::Relaxed)
+        // The child's own count (`row_counts`, SeqCst), changed before each park's publish
+        // and at each claim, ahead of the claim's put-back check.
+        let writing = self.rows.get(Count::WriteCompletion).max(0) as usize;
+        self.drain.open() + writing
     }
 
     /// `lower` lowers what holds the child back (a close's shortage mark, a response
