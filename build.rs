@@ -135,7 +135,7 @@ fn main() {
         .clang_args(&cflags)
         .clang_arg("-Ic_shim")
         .allowlist_function("ap_.*|apr_.*")
-        .allowlist_var("core_module|ap_.*|AP_.*|APR_.*|APLOG_.*|MODULE_MAGIC_.*|SERVER_.*|rworker_shim_cmds|AP_STATUS_.*|HARD_.*|APEXIT_.*|SB_.*|OK|DONE|DECLINED|RSRC_CONF|DEFAULT_.*|GLOBAL_ONLY|NOT_IN_.*")
+        .allowlist_var("core_module|ap_.*|AP_.*|APR_.*|APLOG_.*|MODULE_MAGIC_.*|SERVER_.*|rworker_shim_cmds|AP_STATUS_.*|HARD_.*|APEXIT_.*|SB_.*|OK|DONE|DECLINED|RSRC_CONF|DEFAULT_.*|HUGE_STRING_LEN|GLOBAL_ONLY|NOT_IN_.*")
         .allowlist_type("module|command_rec|cmd_parms|request_rec|ap_.*|apr_.*|process_score|worker_score|global_score|conn_rec|server_rec|process_rec")
         .blocklist_function("ap_log_rerror_|ap_log_cerror_|ap_log_cserror_|ap_log_perror_")
         .derive_default(true)

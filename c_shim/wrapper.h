@@ -9,6 +9,7 @@
 #include "http_protocol.h"
 #include "http_vhost.h"
 #include "http_request.h"
+#include "http_ssl.h"
 #include "ap_mpm.h"
 #include "ap_listen.h"
 #include "ap_mmn.h"

@@ -8,6 +8,7 @@
 //! crate, pure Rust and model-checked with loom.
 
 pub mod ffi;
+pub mod head;
 pub mod mpm;
 pub mod sys;
 

@@ -13,6 +13,7 @@ use std::ptr::{self, NonNull};
 use std::time::Duration;
 
 use crate::ffi::conn::create_conn_rec;
+use crate::ffi::head_buffer::{HeadBuffer, HeadRead};
 use crate::ffi::pool::Pool;
 use crate::ffi::socket::ClientSocket;
 use crate::ffi::thread::CurrentThread;
@@ -57,6 +58,19 @@ pub struct AsyncConn {
     /// The socket is registered in the listener's epoll set (a re-park modifies the
     /// registration instead of adding it).
     registered: bool,
+    /// Where its request heads are read (`head_buffer`).
+    heads: Heads,
+}
+
+/// Who reads a connection's request heads.
+#[derive(Debug, Clone, Copy)]
+enum Heads {
+    /// Not decided yet (before its first request).
+    Undecided,
+    /// The core, blocking (TLS, another protocol: `HeadBuffer::attach`).
+    Core,
+    /// The MPM, without blocking, into this buffer (it lives in the connection's pool).
+    Buffered(NonNull<HeadBuffer>),
 }
 
 // SAFETY: the conn_rec and everything it points to live in `ptrans`, which moves with
@@ -103,6 +117,7 @@ impl AsyncConn {
                 ptrans,
                 lingering: false,
                 registered: false,
+                heads: Heads::Undecided,
             })
         }
     }
@@ -176,6 +191,62 @@ impl AsyncConn {
                 _ => Asked::Linger,
             }
         }
+    }
+
+    /// A request head begins at `now` (a new connection's first, or the next one once
+    /// bytes of it have arrived): true when this thread reads it without blocking
+    /// (`read_head`), false when the core is to read it as it always does.
+    pub fn begin_head(&mut self, now: u64) -> bool {
+        if let Heads::Undecided = self.heads {
+            // SAFETY: the connection is ours, before its first request.
+            self.heads = match unsafe { HeadBuffer::attach(self.c(), now) } {
+                Some(b) => Heads::Buffered(b),
+                None => Heads::Core,
+            };
+        }
+        let per_read = self.socket_timeout();
+        match self.head_buffer() {
+            Some(b) => {
+                b.begin(now, per_read);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reads what has arrived of the head begun with `begin_head`, without blocking.
+    pub fn read_head(&mut self, now: u64) -> HeadRead {
+        self.head_buffer().map_or(HeadRead::Ready, |b| b.read(now))
+    }
+
+    /// When the head being read is due (None: the core reads this connection's heads).
+    pub fn head_deadline(&mut self) -> Option<u64> {
+        self.head_buffer().map(|b| b.deadline())
+    }
+
+    /// The head is past its deadline: the core reads what came, then meets the timeout.
+    pub fn expire_head(&mut self) {
+        if let Some(b) = self.head_buffer() {
+            b.expire();
+        }
+    }
+
+    fn head_buffer(&mut self) -> Option<&mut HeadBuffer> {
+        match self.heads {
+            // SAFETY: the buffer lives in ptrans, which this value owns; the core reads it
+            // only inside process(), which takes &mut self as this borrow does.
+            Heads::Buffered(mut b) => Some(unsafe { b.as_mut() }),
+            Heads::Undecided | Heads::Core => None,
+        }
+    }
+
+    /// The socket's timeout (the vhost's `Timeout` the core set): what its next blocking
+    /// read would wait for bytes.
+    fn socket_timeout(&self) -> Duration {
+        let mut t: sys::apr_interval_time_t = 0;
+        // SAFETY: the socket is ours.
+        unsafe { sys::apr_socket_timeout_get(self.sock.as_ptr(), &mut t) };
+        Duration::from_micros(t.max(0) as u64)
     }
 
     /// Writes what the output filters set aside, without blocking: calls the last

@@ -17,13 +17,16 @@
 //!   socket; `conn`: serving a connection through the core; `fdqueue`: httpd's own
 //!   fdqueue (for `RWorkerQueue apr`);
 //! - `async_conn`: a connection served the asynchronous way (parked between requests);
-//!   `vhost`: whose timeouts it waits under; `epoll`: the parking child's event set.
+//!   `vhost`: whose timeouts it waits under; `epoll`: the parking child's event set;
+//!   `head_buffer`: its request heads, read without blocking and handed to the core;
+//!   `reqtimeout`: mod_reqtimeout's header stage as configured (when a head is due).
 
 pub mod async_conn;
 pub mod conn;
 pub mod directive;
 pub mod epoll;
 pub mod fdqueue;
+pub mod head_buffer;
 pub mod httpd;
 pub mod listen;
 pub mod log;
@@ -31,6 +34,7 @@ pub mod panic;
 pub mod phase;
 pub mod pool;
 pub mod process;
+pub mod reqtimeout;
 pub mod retained;
 pub mod scoreboard;
 pub mod shm;

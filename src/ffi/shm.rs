@@ -9,8 +9,8 @@ use std::sync::atomic::AtomicU64;
 
 use crate::ffi::phase::SingleThreaded;
 
-/// Counters per slot.
-pub const PER_SLOT: usize = 8;
+/// Counters per slot (room for more than rworker uses: `crate::mpm::status::COUNTERS`).
+pub const PER_SLOT: usize = 16;
 
 /// One slot's row.
 pub type Row = [AtomicU64; PER_SLOT];

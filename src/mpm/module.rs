@@ -66,6 +66,8 @@ unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
     crate::ffi::status::add_hook(status::render);
     // Parked connections: h2's secondary connections need their own state.
     crate::ffi::async_conn::register_secondary_state_hook();
+    // Parked request heads are handed to the core through a filter of ours.
+    crate::ffi::head_buffer::register_filter();
     // Parked connections wait under their vhost's timeouts, as under event.
     crate::ffi::vhost::register_hooks();
     // SAFETY: called once per load by ap_add_module, single-threaded; the hook functions

@@ -46,6 +46,8 @@ pub enum Count {
     LingeringClose,
     /// Parked while a module waits for the socket (`ConnsAsyncWaitIO`).
     WaitIo,
+    /// Parked while a request head arrives (`RWorkerParkedHeads`).
+    ReadingHead,
     /// Taken over by a module (`CONN_STATE_SUSPENDED`).
     Suspended,
     /// Parked, every kind (`RWorkerParked`).
@@ -56,7 +58,7 @@ pub enum Count {
     AtFileLimit,
 }
 
-const COUNTS: usize = 9;
+const COUNTS: usize = 10;
 
 impl Count {
     /// Where the count is shown: a field of the scoreboard's process row, or a counter of
@@ -69,6 +71,7 @@ impl Count {
             Count::LingeringClose => Place::Scoreboard(AsyncField::LingeringClose),
             Count::WaitIo => Place::Scoreboard(AsyncField::WaitIo),
             Count::Suspended => Place::Scoreboard(AsyncField::Suspended),
+            Count::ReadingHead => Place::Status(Counter::ParkedHeads),
             Count::Parked => Place::Status(Counter::Parked),
             Count::IdleWorkers => Place::Status(Counter::IdleWorkers),
             Count::AtFileLimit => Place::Status(Counter::AtFileLimit),
@@ -200,6 +203,7 @@ const ALL: [Count; COUNTS] = [
     Count::KeepAlive,
     Count::LingeringClose,
     Count::WaitIo,
+    Count::ReadingHead,
     Count::Suspended,
     Count::Parked,
     Count::IdleWorkers,

@@ -19,7 +19,7 @@ use crate::ffi::shm::{Row, SharedRows};
 use crate::ffi::status::{Flags, Output};
 
 /// Counters per row that the MPM uses (the shared row has room for more).
-pub const COUNTERS: usize = 8;
+pub const COUNTERS: usize = 9;
 
 /// What a row counts (the index of each counter in it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,11 +45,18 @@ pub enum Counter {
     /// accepts no more (a gauge; `crate::mpm::open_files`): summed, the children at their
     /// limit.
     AtFileLimit = 7,
+    /// Connections parked while their request head arrives (a gauge; `park`).
+    ParkedHeads = 8,
 }
 
 impl Counter {
     /// The gauges: values now, counted for live children only, rather than totals.
-    const GAUGES: [Counter; 3] = [Counter::IdleWorkers, Counter::Parked, Counter::AtFileLimit];
+    const GAUGES: [Counter; 4] = [
+        Counter::IdleWorkers,
+        Counter::Parked,
+        Counter::AtFileLimit,
+        Counter::ParkedHeads,
+    ];
 
     fn is_gauge(i: usize) -> bool {
         Counter::GAUGES.iter().any(|&c| c as usize == i)
@@ -162,6 +169,7 @@ pub fn auto_lines(t: &Totals, extended: bool) -> String {
         "IdleWorkers",
         "Parked",
         "AtFileLimit",
+        "ParkedHeads",
     ];
     let mut s = String::new();
     for (name, v) in NAMES.iter().zip(t.sums) {
@@ -187,7 +195,7 @@ pub fn html(t: &Totals) -> String {
          <dt>Connections accepted: {}, handed to workers: {}</dt>\n\
          <dt>Futex wakes: {} ({} per hand-off)</dt>\n\
          <dt>Transaction pools reused: {}, created: {}</dt>\n\
-         <dt>Idle workers: {} in {} children; connections parked in listeners: {}</dt>\n\
+         <dt>Idle workers: {} in {} children; connections parked: {}, of them reading a request head: {}</dt>\n\
          <dt>Children at their open-file limit: {}</dt>\n</dl>\n",
         c(Counter::Connections),
         c(Counter::Handoffs),
@@ -198,6 +206,7 @@ pub fn html(t: &Totals) -> String {
         c(Counter::IdleWorkers),
         t.children,
         c(Counter::Parked),
+        c(Counter::ParkedHeads),
         c(Counter::AtFileLimit)
     )
 }
@@ -232,12 +241,12 @@ mod tests {
     #[test]
     fn totals_count_every_row_and_gauges_of_live_children_only() {
         let rows = [
-            [10, 10, 9, 7, 3, 4, 1, 1],
-            [5, 5, 6, 5, 0, 2, 0, 0],
-            [100, 100, 80, 99, 1, 25, 9, 1],
+            [10, 10, 9, 7, 3, 4, 1, 1, 1],
+            [5, 5, 6, 5, 0, 2, 0, 0, 0],
+            [100, 100, 80, 99, 1, 25, 9, 1, 7],
         ];
         let t = total(&rows, |slot| slot != 2);
-        assert_eq!(t.sums, [115, 115, 95, 111, 4, 6, 1, 1]);
+        assert_eq!(t.sums, [115, 115, 95, 111, 4, 6, 1, 1, 1]);
         assert_eq!(t.children, 2);
         assert_eq!(
             t.per_child.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
@@ -247,7 +256,7 @@ mod tests {
 
     #[test]
     fn auto_lines_have_keys_without_spaces_and_the_ratio() {
-        let t = total(&[[4, 4, 3, 2, 2, 1, 0, 0], [0; COUNTERS]], |_| true);
+        let t = total(&[[4, 4, 3, 2, 2, 1, 0, 0, 0], [0; COUNTERS]], |_| true);
         let text = auto_lines(&t, true);
         for line in text.lines() {
             let (k, v) = line.split_once(": ").expect("Key: value");

@@ -19,6 +19,8 @@ use std::time::Duration;
 use rworker_queue::publish_then_check;
 
 use crate::ffi::async_conn::{Asked, AsyncConn, Flush};
+use crate::ffi::epoll::monotonic_ns;
+use crate::ffi::head_buffer::HeadRead;
 use crate::ffi::pool::Pool;
 use crate::ffi::scoreboard::{self, status};
 use crate::ffi::thread::{self, CurrentThread};
@@ -313,7 +315,7 @@ impl Worker {
     fn serve_new(&self, conn: Conn, gate: GateIndex, p: &Parking, w: &mut Waiter) -> Outcome {
         let rt = self.rt;
         match AsyncConn::create(&self.thd, conn.sock, conn.ptrans, rt.slot, self.tn, self.id) {
-            Ok(c) => self.run_async(c, Step::Process, Some(gate), p, w),
+            Ok(c) => self.run_async(c, Step::Head { begins: true }, Some(gate), p, w),
             Err(pool) => {
                 rt.threads.set_worker_fd(self.t, -1);
                 closed(p, pool)
@@ -328,7 +330,10 @@ impl Worker {
         let step = match parked.state {
             ParkState::Linger { .. } => return self.linger_on(parked, p, w),
             ParkState::WriteCompletion { read } => Step::In(ConnState::WriteCompletion { read }),
-            ParkState::KeepAlive | ParkState::WaitIo { .. } => Step::Process,
+            // The first bytes of its next request are there.
+            ParkState::KeepAlive => Step::Head { begins: true },
+            ParkState::Head => Step::Head { begins: false },
+            ParkState::WaitIo { .. } => Step::Process,
         };
         let mut c = parked.conn;
         c.resume(&self.thd, self.rt.slot, self.tn, self.id);
@@ -342,6 +347,12 @@ impl Worker {
     fn expire(&self, parked: Parked, p: &Parking, w: &mut Waiter) -> Outcome {
         match parked.state {
             ParkState::Linger { .. } => self.drop_parked(parked, p),
+            // A round of its wait ended: the head reads on, waits another round, or is due.
+            ParkState::Head => {
+                let mut c = parked.conn;
+                c.resume(&self.thd, self.rt.slot, self.tn, self.id);
+                self.run_async(c, Step::Head { begins: false }, None, p, w)
+            }
             ParkState::WriteCompletion { .. } | ParkState::KeepAlive | ParkState::WaitIo { .. } => {
                 let mut c = parked.conn;
                 c.resume(&self.thd, self.rt.slot, self.tn, self.id);
@@ -368,6 +379,35 @@ impl Worker {
     ) -> Outcome {
         loop {
             let state = match step {
+                Step::Head { begins } => {
+                    c.set_status(status::BUSY_READ);
+                    let now = monotonic_ns();
+                    if begins && !c.begin_head(now) {
+                        step = Step::Process; // the core reads this connection's heads
+                        continue;
+                    }
+                    match c.read_head(now) {
+                        HeadRead::Ready => {
+                            step = Step::Process;
+                            continue;
+                        }
+                        HeadRead::More if c.head_deadline().is_some_and(|d| now >= d) => {
+                            // Due: the core reads what came, then meets the timeout, and
+                            // answers as mod_reqtimeout (or a socket timeout) makes it.
+                            c.expire_head();
+                            step = Step::Process;
+                            continue;
+                        }
+                        HeadRead::More => {
+                            // A connection that waits for the rest of its first head takes
+                            // its child's turn, as one that stays open after a response.
+                            if let Some(gate) = new_on.take() {
+                                p.take_turn(gate);
+                            }
+                            ConnState::ReadHead
+                        }
+                    }
+                }
                 Step::Process => match c.process() {
                     Asked::WriteCompletion => ConnState::WriteCompletion { read: false },
                     Asked::WaitIo { read } => ConnState::WaitIo { read },
@@ -399,7 +439,7 @@ impl Worker {
                                 p.take_turn(gate);
                             }
                             if c.input_pending() {
-                                Step::Process // a pipelined request: serve it now
+                                Step::Head { begins: true } // a pipelined request: now
                             } else {
                                 Step::In(ConnState::KeepAlive)
                             }
@@ -415,7 +455,7 @@ impl Worker {
                 // client's next request is served here, as with `thread` (HOLD_ON_WORKER).
                 ConnState::KeepAlive => {
                     if p.has_waiters() && c.wait_ready(true, HOLD_ON_WORKER) {
-                        Step::Process
+                        Step::Head { begins: true }
                     } else {
                         return self.wait_in(c, state, p, w);
                     }
@@ -426,6 +466,7 @@ impl Worker {
                 }
                 ConnState::Suspended => return self.wait_in(c, state, p, w),
                 ConnState::Linger { .. } => return self.linger(c, p, w),
+                ConnState::ReadHead => return self.wait_in(c, state, p, w),
             };
         }
     }
@@ -517,6 +558,9 @@ enum Outcome {
 /// What a parking worker does next with the connection it holds.
 #[derive(Clone, Copy, Debug)]
 enum Step {
+    /// Read its request head without blocking (`begins`: a new one starts now), then run
+    /// its protocol once the head is ready; wait parked while it is not.
+    Head { begins: bool },
     /// Run its protocol: its next request (or a module's next turn).
     Process,
     /// Go on from httpd's `state`.

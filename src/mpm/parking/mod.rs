@@ -56,6 +56,7 @@ use crate::ffi::httpd;
 use crate::ffi::listen::{Accepted, Listener as ListenSocket};
 use crate::ffi::log::level;
 use crate::ffi::pool::{ConfigPool, Pool};
+use crate::head::clock;
 use crate::mpm::conn::Conn;
 use crate::mpm::handoff::Handoff;
 use crate::mpm::open_files;
@@ -91,6 +92,9 @@ pub enum ParkState {
     /// Lingering close: reading what the client still sends until it closes, for up to
     /// 2 s (`short`) or 30 s.
     Linger { short: bool },
+    /// A request head that is still arriving: readable, in rounds up to its own deadline
+    /// (`crate::head::clock`).
+    Head,
 }
 
 impl ParkState {
@@ -106,6 +110,7 @@ impl ParkState {
             ConnState::KeepAlive => Some(ParkState::KeepAlive),
             ConnState::WaitIo { read } => Some(ParkState::WaitIo { read }),
             ConnState::Linger { short } => Some(ParkState::Linger { short }),
+            ConnState::ReadHead => Some(ParkState::Head),
             ConnState::Suspended => None,
         }
     }
@@ -120,6 +125,7 @@ impl ParkState {
             ParkState::Linger { short: false } => 4,
             ParkState::WriteCompletion { read: false } => 5,
             ParkState::WriteCompletion { read: true } => 6,
+            ParkState::Head => 7,
         }
     }
 
@@ -131,6 +137,7 @@ impl ParkState {
             3 => ParkState::Linger { short: true },
             5 => ParkState::WriteCompletion { read: false },
             6 => ParkState::WriteCompletion { read: true },
+            7 => ParkState::Head,
             _ => ParkState::Linger { short: false },
         }
     }
@@ -142,6 +149,7 @@ impl ParkState {
             ParkState::KeepAlive => Count::KeepAlive,
             ParkState::WaitIo { .. } => Count::WaitIo,
             ParkState::Linger { .. } => Count::LingeringClose,
+            ParkState::Head => Count::ReadingHead,
         }
     }
 
@@ -152,11 +160,12 @@ impl ParkState {
             ParkState::KeepAlive => ConnState::KeepAlive,
             ParkState::WaitIo { read } => ConnState::WaitIo { read },
             ParkState::Linger { short } => ConnState::Linger { short },
+            ParkState::Head => ConnState::ReadHead,
         }
     }
 
     /// The length of its wait for `conn` (`states`: whose timeout).
-    fn wait(self, conn: &AsyncConn) -> Duration {
+    fn wait(self, conn: &mut AsyncConn) -> Duration {
         let r = rule(self.conn_state());
         // Every parked state has a length; the vhost's two are read only when used.
         match r.wait {
@@ -164,6 +173,14 @@ impl ParkState {
             states::Wait::Timeout => conn.timeout(),
             states::Wait::Fixed(d) => d,
             states::Wait::Unbounded => LINGER,
+            // The next round toward the head's own deadline (a due head waits the
+            // shortest: the worker it wakes ends it).
+            states::Wait::HeadDeadline => {
+                let left = conn
+                    .head_deadline()
+                    .map_or(0, |d| d.saturating_sub(monotonic_ns()));
+                clock::rung(Duration::from_nanos(left)).unwrap_or(clock::SHORTEST_ROUND)
+            }
         }
     }
 
@@ -299,7 +316,8 @@ impl Parking {
             httpd::server_timeouts()
                 .into_iter()
                 .flat_map(|(keep_alive, timeout)| [keep_alive, timeout])
-                .chain([SHORT_LINGER, LINGER, STOP_KEEP_ALIVE]),
+                .chain([SHORT_LINGER, LINGER, STOP_KEEP_ALIVE])
+                .chain(clock::rounds()),
         );
         let gates = sockets
             .into_iter()
@@ -625,26 +643,32 @@ impl Parking {
     /// timeout entry for the wait `states` gives it. Err gives it back when it could not be
     /// armed in the set (the caller closes it). Once this returns Ok the caller has nothing
     /// left of the connection.
-    pub fn park(&self, w: &mut Waiter, conn: AsyncConn, state: ParkState) -> Result<(), AsyncConn> {
-        let deadline = monotonic_ns().saturating_add(state.wait(&conn).as_nanos() as u64);
-        self.park_until(w, conn, state, deadline)
+    pub fn park(
+        &self,
+        w: &mut Waiter,
+        mut conn: AsyncConn,
+        state: ParkState,
+    ) -> Result<(), AsyncConn> {
+        // Read once: a head's round depends on the time.
+        let length = state.wait(&mut conn);
+        let deadline = monotonic_ns().saturating_add(length.as_nanos() as u64);
+        self.park_until(w, conn, state, deadline, length)
     }
 
     /// A lingering close that read what the client sent and waits on: parked again until
     /// the deadline its lingering close began with (in a graceful stop, the stop's shorter
     /// one: `stop_deadline`). Err gives it back when that has passed, or it could not be
     /// armed (the caller closes it).
-    pub fn linger_on(&self, w: &mut Waiter, p: Parked) -> Result<(), AsyncConn> {
+    pub fn linger_on(&self, w: &mut Waiter, mut p: Parked) -> Result<(), AsyncConn> {
+        let length = p.state.wait(&mut p.conn);
         let ends = match (self.stop_began(), p.state.stop_wait()) {
-            (Some(stop), Some(wait)) => {
-                stop_deadline(p.deadline, p.state.wait(&p.conn), stop, wait)
-            }
+            (Some(stop), Some(wait)) => stop_deadline(p.deadline, length, stop, wait),
             _ => p.deadline,
         };
         if monotonic_ns() >= ends {
             return Err(p.conn);
         }
-        self.park_until(w, p.conn, p.state, p.deadline)
+        self.park_until(w, p.conn, p.state, p.deadline, length)
     }
 
     /// When the graceful stop began ([`monotonic_ns`]), once this thread sees that it did.
@@ -658,7 +682,8 @@ impl Parking {
         Some(self.stop_time.load(Ordering::Relaxed))
     }
 
-    /// Parks `conn` until `deadline`: takes the slot's next ticket, files the timeout entry
+    /// Parks `conn` until `deadline`, `length` from now (its timeout class): takes the
+    /// slot's next ticket, files the timeout entry
     /// under it in this worker's FIFO for the wait's class (a deadline earlier than that
     /// FIFO's last is filed at the last one: late, never early), arms the socket under it,
     /// and publishes. A claimer that came between the arming and the publish leaves the
@@ -677,8 +702,8 @@ impl Parking {
         mut conn: AsyncConn,
         state: ParkState,
         deadline: u64,
+        length: Duration,
     ) -> Result<(), AsyncConn> {
-        let length = state.wait(&conn);
         let (class, _) = self.classes.of(length);
         loop {
             let fd = conn.fd();

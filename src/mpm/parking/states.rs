@@ -5,6 +5,7 @@
 //!
 //! | state | waits | for | how long | a graceful stop |
 //! |---|---|---|---|---|
+//! | READ_REQUEST_LINE (a head arriving) | parked | readable | mod_reqtimeout's header stage, else Timeout per read | lets it finish |
 //! | WRITE_COMPLETION | parked | writable (readable: TLS wants to read) | the vhost's Timeout | lets it finish |
 //! | KEEPALIVE | parked | readable | the vhost's KeepAliveTimeout | 1 s for one more request |
 //! | ASYNC_WAITIO | parked | readable or writable, as the module asked | the vhost's Timeout | keeps its Timeout |
@@ -40,6 +41,10 @@ pub const STOP_KEEP_ALIVE: Duration = Duration::from_secs(1);
 /// httpd's connection states, as the MPM acts on them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnState {
+    /// `CONN_STATE_READ_REQUEST_LINE`: a request head is arriving, read without blocking
+    /// into the connection's buffer (`crate::ffi::head_buffer`); it waits for its next
+    /// bytes until the head is due (`crate::head::clock`).
+    ReadHead,
     /// `CONN_STATE_WRITE_COMPLETION`: the response is written out (KEEPALIVE comes here
     /// first, as under event); `read` when TLS must read before it can write on.
     WriteCompletion { read: bool },
@@ -73,6 +78,8 @@ pub enum Wait {
     Timeout,
     /// A fixed length.
     Fixed(Duration),
+    /// The head's own deadline (`crate::head::clock`), in rounds.
+    HeadDeadline,
     /// The MPM does not time it.
     Unbounded,
 }
@@ -102,6 +109,12 @@ pub struct Rule {
 pub fn rule(state: ConnState) -> Rule {
     use ConnState::*;
     match state {
+        ReadHead => Rule {
+            place: Place::Set,
+            interest: Some(Interest::ReadOnce),
+            wait: Wait::HeadDeadline,
+            on_stop: OnStop::Keeps,
+        },
         WriteCompletion { read } => Rule {
             place: Place::Set,
             interest: Some(either(read)),
@@ -145,12 +158,19 @@ fn either(read: bool) -> Interest {
 }
 
 impl Rule {
-    /// The wait's length, given the vhost's (KeepAliveTimeout, Timeout).
-    pub fn length(self, keep_alive_timeout: Duration, timeout: Duration) -> Option<Duration> {
+    /// The wait's length, given the vhost's (KeepAliveTimeout, Timeout) and, for a head,
+    /// the time left until it is due.
+    pub fn length(
+        self,
+        keep_alive_timeout: Duration,
+        timeout: Duration,
+        head_left: Duration,
+    ) -> Option<Duration> {
         match self.wait {
             Wait::KeepAliveTimeout => Some(keep_alive_timeout),
             Wait::Timeout => Some(timeout),
             Wait::Fixed(d) => Some(d),
+            Wait::HeadDeadline => Some(head_left),
             Wait::Unbounded => None,
         }
     }
@@ -172,15 +192,15 @@ mod tests {
     fn parked_states_wait_in_the_set_under_their_vhosts_timeouts() {
         let (ka, t) = (Duration::from_secs(5), Duration::from_secs(60));
         let r = rule(ConnState::KeepAlive);
-        assert_eq!((r.place, r.length(ka, t)), (Place::Set, Some(ka)));
+        assert_eq!((r.place, r.length(ka, t, Duration::ZERO)), (Place::Set, Some(ka)));
         assert_eq!(r.stop_wait(), Some(STOP_KEEP_ALIVE));
         let r = rule(ConnState::WaitIo { read: false });
         assert_eq!(r.interest, Some(Interest::WriteOnce));
-        assert_eq!((r.length(ka, t), r.stop_wait()), (Some(t), None));
+        assert_eq!((r.length(ka, t, Duration::ZERO), r.stop_wait()), (Some(t), None));
         let r = rule(ConnState::Linger { short: true });
-        assert_eq!(r.length(ka, t), Some(SHORT_LINGER));
+        assert_eq!(r.length(ka, t, Duration::ZERO), Some(SHORT_LINGER));
         assert_eq!(
-            rule(ConnState::Linger { short: false }).length(ka, t),
+            rule(ConnState::Linger { short: false }).length(ka, t, Duration::ZERO),
             Some(LINGER)
         );
         assert_eq!(r.stop_wait(), Some(SHORT_LINGER));
@@ -204,5 +224,14 @@ mod tests {
         let r = rule(ConnState::Suspended);
         assert_eq!((r.place, r.interest), (Place::Module, None));
         assert_eq!(r.on_stop, OnStop::NotWaitedFor);
+        // A head: readable, until its own deadline; a graceful stop lets it finish.
+        let r = rule(ConnState::ReadHead);
+        let (ka, t, left) = (
+            Duration::from_secs(5),
+            Duration::from_secs(60),
+            Duration::from_secs(7),
+        );
+        assert_eq!((r.place, r.interest), (Place::Set, Some(Interest::ReadOnce)));
+        assert_eq!((r.length(ka, t, left), r.on_stop), (Some(left), OnStop::Keeps));
     }
 }

@@ -1,0 +1,361 @@
+//! A connection's request head, read without blocking while it arrives, and handed back to
+//! httpd's core as if the core had read it from the socket.
+//!
+//! httpd 2.4 reads a head with blocking reads (`ap_read_request`); there is no way to ask
+//! the core to read part of one and come back later. So a parking child reads the bytes
+//! itself, non-blocking, into a buffer the connection owns ([`HeadBuffer`], in the
+//! connection's pool), and the connection waits parked between reads; once the head is
+//! complete (`crate::head::scan`), the core runs as always and reads the head through the
+//! connection's input filters, where rworker's filter (`rworker_head`, just above the core's
+//! network filter) hands it the buffered bytes first, then steps aside.
+//!
+//! Where the filter sits: below every connection filter that transforms or times the
+//! stream (mod_remoteip's PROXY reader, mod_reqtimeout, mod_ssl, mod_logio counts what
+//! the core reads through it), so they see the head as if it came from the socket; and
+//! the buffer is filled from the filter below it (the core's), so nothing above sees the
+//! bytes twice. Above all, mod_reqtimeout does not see the non-blocking reads between
+//! requests: its clock for a head starts in `ap_read_request`; the buffer's clock is
+//! `crate::head::clock`, which reads the same configuration.
+//!
+//! At a head's deadline the core is run with the bytes received so far and the filter
+//! answers `APR_TIMEUP` where the socket would have timed out: mod_reqtimeout (above it)
+//! logs its AH01382 and ends the connection as it would under event, and without it the
+//! core answers as to a socket timeout. The client sees what event's client sees.
+//!
+//! Ownership: the buffer belongs to the connection (freed by a cleanup of its pool); the
+//! MPM thread that holds the connection reads into it between requests, and the core reads
+//! from it (through the filter) while that thread runs the connection's protocol: never
+//! both at once.
+
+use std::ffi::c_void;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::time::Duration;
+
+use crate::ffi::reqtimeout::{self, Stage};
+use crate::head::{HeadClock, HeadScan, Limits, Progress};
+use crate::sys;
+
+/// The filter's name (httpd keeps filter names lower-case).
+const FILTER: &std::ffi::CStr = c"rworker_head";
+/// mod_remoteip's PROXY protocol reader, present while it expects a PROXY header.
+const REMOTEIP_PROXY: &[u8] = b"remoteip_input";
+
+/// The registered filter, set by `register_filter` in each configuration pass (before any
+/// child exists) and read by the children.
+static FILTER_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::null_mut());
+
+/// Registers the filter (from register_hooks, once per configuration pass). Its type puts
+/// it just above the core's network filter, below mod_logio's, mod_reqtimeout's and every
+/// other connection filter (see the module doc).
+pub fn register_filter() {
+    // SAFETY: called single-threaded from register_hooks; the name is 'static and the
+    // function lives in this DSO, which is never unmapped.
+    let rec = unsafe {
+        sys::ap_register_input_filter(
+            FILTER.as_ptr(),
+            Some(replay),
+            None,
+            sys::ap_filter_type_AP_FTYPE_NETWORK - 1,
+        )
+    };
+    // Relaxed: written before the children are forked, which orders it for them.
+    FILTER_REC.store(rec, Ordering::Relaxed);
+}
+
+/// What a head read found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeadRead {
+    /// The core can read the head and decide now (complete, over a limit, not HTTP, or the
+    /// client closed or failed: the core meets that as it would have).
+    Ready,
+    /// More must arrive: the socket is not readable yet.
+    More,
+}
+
+/// A connection's head buffer (see the module doc).
+#[derive(Debug)]
+pub struct HeadBuffer {
+    /// Bytes received; `bytes[start..]` are not handed to the core yet.
+    bytes: Vec<u8>,
+    start: usize,
+    scan: HeadScan,
+    clock: HeadClock,
+    limits: Limits,
+    stage: Stage,
+    /// The head is past its deadline: the filter answers APR_TIMEUP once its complete lines
+    /// are read.
+    expired: bool,
+    /// The filter's entry in the connection's chain.
+    filter: *mut sys::ap_filter_t,
+    /// A brigade for the reads, in the connection's pool.
+    bb: *mut sys::apr_bucket_brigade,
+}
+
+impl HeadBuffer {
+    /// Gives connection `c` a head buffer and its filter, if a head of `c` can be read
+    /// here: an HTTP/1 connection without TLS, not taken by another protocol, on a server
+    /// whose mod_reqtimeout configuration reads as expected. None: the stock path reads
+    /// its heads (as under every MPM).
+    ///
+    /// # Safety
+    /// `c` is a live primary connection the calling thread holds, before its first request.
+    pub unsafe fn attach(c: *mut sys::conn_rec, now: u64) -> Option<NonNull<HeadBuffer>> {
+        let rec = FILTER_REC.load(Ordering::Relaxed);
+        // SAFETY: the caller's contract; the protocol functions read the connection and its
+        // server's configuration only.
+        unsafe {
+            if rec.is_null() || !(*c).master.is_null() || (*c).aborted != 0 {
+                return None;
+            }
+            if sys::ap_ssl_conn_is_ssl(c) != 0 {
+                return None;
+            }
+            let http1 = sys::AP_PROTOCOL_HTTP1.as_ptr() as *const std::os::raw::c_char;
+            let proto = sys::ap_get_protocol(c);
+            if proto.is_null() || libc::strcmp(proto, http1) != 0 {
+                return None;
+            }
+            if sys::ap_is_allowed_protocol(c, ptr::null_mut(), ptr::null_mut(), http1) == 0 {
+                return None;
+            }
+            let s = (*c).base_server;
+            let stage = reqtimeout::header_stage(s);
+            if stage == Stage::Unknown {
+                return None;
+            }
+            let limits = Limits {
+                line: (*s).limit_req_line.max(0) as usize,
+                field: (*s).limit_req_fieldsize.max(0) as usize,
+                fields: (*s).limit_req_fields.max(0) as usize,
+                fields_unlimited: sys::DEFAULT_LIMIT_REQUEST_FIELDS as usize,
+                blank_lines: sys::DEFAULT_LIMIT_BLANK_LINES as usize,
+                piece: sys::HUGE_STRING_LEN as usize,
+                proxy_header: has_filter(c, REMOTEIP_PROXY),
+            };
+            let bb = sys::apr_brigade_create((*c).pool, (*c).bucket_alloc);
+            let buf = Box::into_raw(Box::new(HeadBuffer {
+                bytes: Vec::new(),
+                start: 0,
+                scan: HeadScan::new(),
+                clock: HeadClock::start(now, None, Duration::ZERO),
+                limits,
+                stage,
+                expired: false,
+                filter: ptr::null_mut(),
+                bb,
+            }));
+            sys::apr_pool_cleanup_register(
+                (*c).pool,
+                buf as *const c_void,
+                Some(free),
+                Some(sys::apr_pool_cleanup_null),
+            );
+            let f = sys::ap_add_input_filter_handle(rec, buf as *mut c_void, ptr::null_mut(), c);
+            (*buf).filter = f;
+            NonNull::new(buf).filter(|_| !f.is_null())
+        }
+    }
+
+    /// A new head begins at `now` (its first read; the core's next blocking read would
+    /// wait up to `per_read`, the socket's timeout): its clock starts, and what is left
+    /// over from the last one (pipelined bytes) is its beginning. The `proxy_header` limit
+    /// holds for the first head only (mod_remoteip reads the header once).
+    pub fn begin(&mut self, now: u64, per_read: Duration) {
+        self.bytes.drain(..self.start);
+        self.start = 0;
+        self.scan = HeadScan::new();
+        let stage = match self.stage {
+            Stage::Header(h) => Some(h),
+            Stage::Off | Stage::Unknown => None,
+        };
+        self.clock = HeadClock::start(now, stage, per_read);
+        self.expired = false;
+    }
+
+    /// Reads what has arrived, without blocking, until the head is ready or the socket has
+    /// nothing more.
+    pub fn read(&mut self, now: u64) -> HeadRead {
+        loop {
+            if self.scan.scan(&self.bytes[self.start..], &self.limits) == Progress::Ready {
+                self.limits.proxy_header = false;
+                return HeadRead::Ready;
+            }
+            match self.read_some() {
+                Got::Bytes(n) => self.clock.received(n, now),
+                Got::Nothing => return HeadRead::More,
+                Got::End => return HeadRead::Ready,
+            }
+        }
+    }
+
+    /// When the head is due (`crate::head::clock`).
+    pub fn deadline(&self) -> u64 {
+        self.clock.deadline()
+    }
+
+    /// The head is past its deadline: the core reads what came and then meets a timeout.
+    pub fn expire(&mut self) {
+        self.expired = true;
+    }
+
+    /// One non-blocking read from the filter below ours. The core's filter answers an
+    /// empty read both when nothing has arrived and, once, at the end of the stream (the
+    /// next read then fails with APR_EOF), so an empty read is asked again before it counts
+    /// as "nothing".
+    fn read_some(&mut self) -> Got {
+        for _ in 0..2 {
+            // SAFETY: the filter and brigade live in the connection's pool, which the
+            // calling thread holds (it holds the connection); the brigade is emptied after
+            // each read.
+            unsafe {
+                let rv = sys::ap_get_brigade(
+                    (*self.filter).next,
+                    self.bb,
+                    sys::ap_input_mode_t_AP_MODE_READBYTES,
+                    sys::apr_read_type_e_APR_NONBLOCK_READ,
+                    self.limits.piece as sys::apr_off_t,
+                );
+                if rv == sys::APR_EAGAIN as sys::apr_status_t {
+                    sys::apr_brigade_cleanup(self.bb as *mut c_void);
+                    return Got::Nothing;
+                }
+                if rv != 0 {
+                    sys::apr_brigade_cleanup(self.bb as *mut c_void);
+                    return Got::End;
+                }
+                let mut len: sys::apr_off_t = 0;
+                if sys::apr_brigade_length(self.bb, 1, &mut len) != 0 {
+                    sys::apr_brigade_cleanup(self.bb as *mut c_void);
+                    return Got::End;
+                }
+                if len > 0 {
+                    let at = self.bytes.len();
+                    self.bytes.resize(at + len as usize, 0);
+                    let mut n = len as sys::apr_size_t;
+                    let rv = sys::apr_brigade_flatten(
+                        self.bb,
+                        self.bytes[at..].as_mut_ptr() as *mut _,
+                        &mut n,
+                    );
+                    sys::apr_brigade_cleanup(self.bb as *mut c_void);
+                    if rv != 0 {
+                        self.bytes.truncate(at);
+                        return Got::End;
+                    }
+                    self.bytes.truncate(at + n);
+                    return Got::Bytes(n);
+                }
+                sys::apr_brigade_cleanup(self.bb as *mut c_void);
+            }
+        }
+        Got::Nothing
+    }
+
+    /// Hands the core up to `n` buffered bytes (consuming them unless `peek`).
+    fn give(&mut self, bb: *mut sys::apr_bucket_brigade, n: usize, peek: bool) -> sys::apr_status_t {
+        let n = n.min(self.bytes.len() - self.start);
+        let data = &self.bytes[self.start..self.start + n];
+        // SAFETY: `bb` is the caller's brigade; apr_brigade_write copies the bytes into
+        // buckets of its own (no flush function: it never calls out).
+        let rv = unsafe {
+            sys::apr_brigade_write(bb, None, ptr::null_mut(), data.as_ptr() as *const _, n as _)
+        };
+        if !peek {
+            self.start += n;
+            if self.start == self.bytes.len() {
+                // All handed over: a parked keep-alive connection keeps no head memory.
+                self.bytes = Vec::new();
+                self.start = 0;
+            }
+        }
+        rv
+    }
+}
+
+enum Got {
+    Bytes(usize),
+    Nothing,
+    End,
+}
+
+/// Whether `c`'s input chain holds the filter named `name`.
+///
+/// # Safety
+/// `c` is a live connection the calling thread holds.
+unsafe fn has_filter(c: *mut sys::conn_rec, name: &[u8]) -> bool {
+    // SAFETY: the caller's contract: the chain and each filter's record are live.
+    unsafe {
+        let mut f = (*c).input_filters;
+        while !f.is_null() {
+            let n = (*(*f).frec).name;
+            if !n.is_null() && std::ffi::CStr::from_ptr(n).to_bytes() == name {
+                return true;
+            }
+            f = (*f).next;
+        }
+    }
+    false
+}
+
+/// The connection pool's cleanup: frees the buffer.
+unsafe extern "C" fn free(data: *mut c_void) -> sys::apr_status_t {
+    // SAFETY: registered with the Box's pointer in `attach`, run once when the pool is
+    // cleared or destroyed; nothing reads the buffer afterwards (the filter lives in the
+    // same pool).
+    drop(unsafe { Box::from_raw(data as *mut HeadBuffer) });
+    0
+}
+
+/// The filter (see the module doc): buffered bytes first, the way the core's own filter
+/// hands out what it has read (a line up to its LF, in pieces of at most HUGE_STRING_LEN;
+/// at most `readbytes`; a peek without consuming), then what is below, or after a head's
+/// deadline APR_TIMEUP.
+unsafe extern "C" fn replay(
+    f: *mut sys::ap_filter_t,
+    bb: *mut sys::apr_bucket_brigade,
+    mode: sys::ap_input_mode_t,
+    block: sys::apr_read_type_e,
+    readbytes: sys::apr_off_t,
+) -> sys::apr_status_t {
+    let _place = crate::ffi::panic::enter("rworker_head input filter");
+    // SAFETY: httpd calls the filter on the thread that holds the connection, while the
+    // MPM does not touch the buffer (module doc); ctx is the buffer `attach` gave it.
+    let hb = unsafe { &mut *((*f).ctx as *mut HeadBuffer) };
+    let left = hb.bytes.len() - hb.start;
+    let down = || {
+        // SAFETY: passing the call on down the chain, as every filter does.
+        unsafe { sys::ap_get_brigade((*f).next, bb, mode, block, readbytes) }
+    };
+    if mode == sys::ap_input_mode_t_AP_MODE_INIT || (left == 0 && !hb.expired) {
+        return down();
+    }
+    let timeup = sys::APR_TIMEUP as sys::apr_status_t;
+    let wanted = usize::try_from(readbytes).unwrap_or(0);
+    match mode {
+        sys::ap_input_mode_t_AP_MODE_GETLINE => {
+            let pending = &hb.bytes[hb.start..];
+            let piece = hb.limits.piece;
+            match pending.iter().take(piece).position(|&b| b == b'\n') {
+                Some(i) => hb.give(bb, i + 1, false),
+                None if hb.expired => timeup,
+                None => hb.give(bb, piece, false),
+            }
+        }
+        sys::ap_input_mode_t_AP_MODE_EATCRLF => {
+            let crlf = hb.bytes[hb.start..]
+                .iter()
+                .take_while(|&&b| b == b'\r' || b == b'\n')
+                .count();
+            hb.start += crlf;
+            if hb.start == hb.bytes.len() && !hb.expired {
+                return down();
+            }
+            0
+        }
+        _ if left == 0 => timeup,
+        sys::ap_input_mode_t_AP_MODE_SPECULATIVE => hb.give(bb, wanted.max(1), true),
+        sys::ap_input_mode_t_AP_MODE_EXHAUSTIVE => hb.give(bb, left, false),
+        _ => hb.give(bb, wanted.max(1), false),
+    }
+}

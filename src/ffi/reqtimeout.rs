@@ -1,0 +1,147 @@
+//! mod_reqtimeout's header stage as the administrator configured it for a server
+//! (`RequestReadTimeout header=...`), read from the module's own server configuration so
+//! that a head read without a thread is due exactly when mod_reqtimeout would end it.
+//!
+//! mod_reqtimeout keeps its per-server configuration in a structure its headers do not
+//! publish: three stages (handshake, header, body) of `{int timeout; int max_timeout; int
+//! min_rate; apr_time_t rate_factor}`, -1 for "not set" (then its built-in defaults
+//! apply). That layout has not changed since httpd 2.4.39 (the handshake stage), which
+//! covers every httpd rworker supports (2.4.52 and later). It is mirrored here and
+//! checked on every read: the values must be what mod_reqtimeout's own parser can produce
+//! (`rate_factor` is one second divided by `min_rate`); anything else is [`Stage::Unknown`],
+//! and the caller then leaves the head to the stock path, which mod_reqtimeout times
+//! itself.
+
+use std::os::raw::c_int;
+use std::time::Duration;
+
+use crate::head::HeaderStage;
+use crate::sys;
+
+/// One stage of mod_reqtimeout's server configuration (see the module doc).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct RawStage {
+    timeout: c_int,
+    max_timeout: c_int,
+    min_rate: c_int,
+    rate_factor: sys::apr_time_t,
+}
+
+/// mod_reqtimeout's server configuration (see the module doc).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct RawConfig {
+    handshake: RawStage,
+    header: RawStage,
+    body: RawStage,
+}
+
+const UNSET: c_int = -1;
+
+/// mod_reqtimeout's built-in header stage (its `MRT_DEFAULT_header_*`), which applies where
+/// `RequestReadTimeout` does not set `header=`: 20 s, up to 40 s at 500 bytes/s.
+const DEFAULT_HEADER: RawStage = RawStage {
+    timeout: 20,
+    max_timeout: 40,
+    min_rate: 500,
+    rate_factor: 1_000_000 / 500,
+};
+
+/// What governs a head's reading on a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// No header stage (mod_reqtimeout not loaded, or `header=0`): the core's `Timeout`.
+    Off,
+    /// mod_reqtimeout's header stage.
+    Header(HeaderStage),
+    /// mod_reqtimeout is loaded but its configuration does not read as expected.
+    Unknown,
+}
+
+/// The header stage for connections whose base server is `s`.
+///
+/// # Safety
+/// `s` is a server_rec of the running configuration, read by the calling thread while the
+/// configuration lives (any time in a child).
+pub unsafe fn header_stage(s: *const sys::server_rec) -> Stage {
+    // SAFETY: a NUL-terminated literal; the module list is the configuration's.
+    let m = unsafe { sys::ap_find_linked_module(c"mod_reqtimeout.c".as_ptr()) };
+    if m.is_null() {
+        return Stage::Off;
+    }
+    // SAFETY: the caller's contract; a loaded module has an entry in every server's
+    // module_config vector, at its index, which mod_reqtimeout fills with its structure
+    // (create/merge_server_config allocate one for every server).
+    let cfg = unsafe {
+        let index = (*m).module_index;
+        let v = (*s).module_config as *const *const RawConfig;
+        if v.is_null() || index < 0 {
+            return Stage::Unknown;
+        }
+        let p = *v.add(index as usize);
+        if p.is_null() {
+            return Stage::Unknown;
+        }
+        *p
+    };
+    if ![cfg.handshake, cfg.header, cfg.body].iter().all(plausible) {
+        return Stage::Unknown;
+    }
+    let h = if cfg.header.timeout == UNSET {
+        DEFAULT_HEADER
+    } else {
+        cfg.header
+    };
+    if h.timeout == 0 {
+        return Stage::Off;
+    }
+    Stage::Header(HeaderStage {
+        timeout: Duration::from_secs(h.timeout as u64),
+        max: (h.max_timeout > 0).then(|| Duration::from_secs(h.max_timeout as u64)),
+        per_byte: Duration::from_micros(h.rate_factor.max(0) as u64),
+    })
+}
+
+/// Values mod_reqtimeout's parser and merge can produce.
+fn plausible(s: &RawStage) -> bool {
+    let set_or_unset = |v: c_int| v >= UNSET;
+    let rate_fits = if s.min_rate > 0 {
+        s.rate_factor == 1_000_000 / s.min_rate as sys::apr_time_t
+    } else {
+        s.rate_factor == 0
+    };
+    set_or_unset(s.timeout) && set_or_unset(s.max_timeout) && set_or_unset(s.min_rate) && rate_fits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_values_the_parser_makes_are_read() {
+        let debian = RawStage {
+            timeout: 20,
+            max_timeout: 40,
+            min_rate: 500,
+            rate_factor: 2000,
+        };
+        assert!(plausible(&debian));
+        assert!(plausible(&DEFAULT_HEADER));
+        let unset = RawStage {
+            timeout: UNSET,
+            max_timeout: UNSET,
+            min_rate: UNSET,
+            rate_factor: 0,
+        };
+        assert!(plausible(&unset));
+        assert!(!plausible(&RawStage {
+            rate_factor: 7,
+            ..debian
+        }));
+        assert!(!plausible(&RawStage {
+            timeout: -5,
+            ..unset
+        }));
+    }
+}

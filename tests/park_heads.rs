@@ -1,0 +1,349 @@
+//! Request heads without a thread (`RWorkerKeepAlive park`): a head that arrives slowly
+//! (a client that dribbles it, a silent one that sent one byte) waits parked in the
+//! child's event set until it is complete or mod_reqtimeout's deadline passes; only then
+//! does a worker run the request. So slow senders cost descriptors, not threads, where
+//! every stock httpd MPM gives each one a thread until its head is read.
+//!
+//! Nothing here is timed beyond "not before the deadline" and a generous "ends": how fast
+//! fresh clients are answered beside thousands of slow senders is `bench/slow-senders`'
+//! figure. The capacity tests assert what can only hold if the heads hold no thread: more
+//! slow senders than the server has threads, counted parked by the server itself, while
+//! fresh clients are answered.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{
+    load_module_lines, parking_under_test, raise_fd_limit, read_response, wait_until, Server,
+    ServerOpts, REQ,
+};
+
+fn parking_only() -> bool {
+    if !parking_under_test() {
+        eprintln!("skipped: request heads are read without a thread with RWorkerKeepAlive park only");
+        return false;
+    }
+    raise_fd_limit();
+    true
+}
+
+/// Debian's sizing (StartServers 2, ThreadsPerChild 25, MaxRequestWorkers 150) with
+/// mod_reqtimeout loaded and `lines` added.
+fn opts(lines: &[&str]) -> ServerOpts {
+    let mut o = ServerOpts::default()
+        .keep_alive(true)
+        .line(load_module_lines(&["reqtimeout"]).trim_end().to_string())
+        .line("LogLevel reqtimeout:info");
+    for l in lines {
+        o = o.line(*l);
+    }
+    o
+}
+
+/// The server's count of parked heads.
+fn parked_heads(s: &Server) -> Option<u64> {
+    s.try_server_status_auto()
+        .ok()
+        .map(|st| st.num("RWorkerParkedHeads"))
+}
+
+fn assert_parked_heads(s: &Server, n: u64, limit: Duration) {
+    let mut last = None;
+    let ok = wait_until(limit, || {
+        last = parked_heads(s);
+        last.is_some_and(|h| h >= n)
+    });
+    assert!(ok, "fewer than {n} heads parked: RWorkerParkedHeads = {last:?}");
+}
+
+/// A fresh client's request on a new connection: its status, within a generous limit.
+fn fresh_request(s: &Server) -> Result<u16, String> {
+    let mut c = TcpStream::connect(s.addr()).map_err(|e| format!("connect: {e}"))?;
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(REQ).map_err(|e| format!("write: {e}"))?;
+    read_response(&mut c).ok_or_else(|| "no response".to_string())
+}
+
+/// 40 fresh clients, one every 250 ms, each on a new connection: the failures.
+fn fresh_clients(s: &Server) -> Vec<String> {
+    let mut failed = Vec::new();
+    for i in 0..40 {
+        if let Err(e) = fresh_request(s).and_then(|st| match st {
+            200 => Ok(()),
+            other => Err(format!("status {other}")),
+        }) {
+            failed.push(format!("fresh request {i}: {e}"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    failed
+}
+
+/// Clients that each send one more header byte every 2 s (one thread for all), never
+/// finishing their heads; counts those the server closed.
+struct Dribblers {
+    closed: Arc<std::sync::atomic::AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Dribblers {
+    fn start(mut conns: Vec<TcpStream>) -> Dribblers {
+        let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (cl, sp) = (closed.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let n = conns.len();
+            let start = Instant::now();
+            let mut next: Vec<Duration> = (0..n)
+                .map(|i| Duration::from_millis((i as u64 * 2000) / n.max(1) as u64))
+                .collect();
+            let mut open = vec![true; n];
+            while !sp.load(Ordering::Relaxed) {
+                let now = start.elapsed();
+                for (i, c) in conns.iter_mut().enumerate() {
+                    if !open[i] || now < next[i] {
+                        continue;
+                    }
+                    next[i] += Duration::from_secs(2);
+                    let mut b = [0u8; 64];
+                    // Anything from the server (a 408, its FIN, a reset) ends it.
+                    let gone = c.write_all(b"x").is_err()
+                        || !matches!(c.read(&mut b), Err(ref e) if e.kind() == ErrorKind::WouldBlock);
+                    if gone {
+                        open[i] = false;
+                        cl.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        Dribblers {
+            closed,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn closed(&self) -> usize {
+        self.closed.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Dribblers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A connection that has sent `bytes` of a head, non-blocking afterwards.
+fn sender(s: &Server, bytes: &[u8]) -> TcpStream {
+    let mut c = TcpStream::connect(s.addr()).expect("connect");
+    c.write_all(bytes).unwrap();
+    c.set_nonblocking(true).unwrap();
+    c
+}
+
+/// The capacity test for one kind of slow sender: `n` of them, far more than the server's
+/// 150 threads, all parked as the server counts them, while 40 fresh clients are answered.
+/// The header stage is long here so that none is due during the test.
+fn slow_senders_leave_threads_free(first: &[u8], dribble: bool) {
+    const N: usize = 3000;
+    let s = Server::start(opts(&["RequestReadTimeout header=300"]));
+    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    let conns: Vec<TcpStream> = (0..N).map(|_| sender(&s, first)).collect();
+    let dribblers = dribble.then(|| Dribblers::start(conns));
+    // A generous limit: 3,000 clients connect through a backlog of 511 on a loaded machine.
+    assert_parked_heads(&s, (N - 150) as u64, Duration::from_secs(120));
+    let failed = fresh_clients(&s);
+    assert!(failed.is_empty(), "fresh clients not answered: {failed:?}");
+    if let Some(d) = &dribblers {
+        assert_eq!(d.closed(), 0, "dribbling clients closed by the server");
+    }
+    drop(dribblers);
+    s.assert_no_warnings_in_error_log();
+}
+
+/// 3,000 clients that dribble a header byte every 2 s.
+#[test]
+fn three_thousand_head_dribblers_wait_parked_while_fresh_clients_are_answered() {
+    if !parking_only() {
+        return;
+    }
+    slow_senders_leave_threads_free(b"GET /index.html HTTP/1.1\r\nHost: x\r\nX-a: ", true);
+}
+
+/// 3,000 clients that send one byte, then nothing.
+#[test]
+fn three_thousand_silent_clients_wait_parked_while_fresh_clients_are_answered() {
+    if !parking_only() {
+        return;
+    }
+    slow_senders_leave_threads_free(b"G", false);
+}
+
+/// Reads until the server closes: what it sent, and when it closed (from `start`).
+fn until_closed(c: &mut TcpStream, start: Instant, limit: Duration) -> (Vec<u8>, Duration) {
+    c.set_nonblocking(false).unwrap();
+    c.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return (got, start.elapsed()),
+            Ok(k) => got.extend_from_slice(&buf[..k]),
+        }
+    }
+}
+
+/// The first line of what the server sent.
+fn status_line(got: &[u8]) -> String {
+    String::from_utf8_lossy(got).lines().next().unwrap_or("").to_string()
+}
+
+/// A head whose request line is complete and whose fields never end: parked (counted),
+/// then at mod_reqtimeout's deadline (`header=3` here, no MinRate) answered 408 and closed,
+/// as under event, with mod_reqtimeout's own log line and the access-log line; never
+/// before the deadline.
+#[test]
+fn an_unfinished_head_gets_408_at_the_header_deadline() {
+    if !parking_only() {
+        return;
+    }
+    let s = Server::start(opts(&[
+        "RequestReadTimeout header=3",
+        "Timeout 60",
+        "LogFormat \"%h %>s %r\" plain",
+        "CustomLog logs/access.log plain",
+    ]));
+    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    let start = Instant::now();
+    let mut c = sender(&s, b"GET /index.html HTTP/1.1\r\nHost: x\r\n");
+    assert_parked_heads(&s, 1, Duration::from_secs(2));
+    let (got, took) = until_closed(&mut c, start, Duration::from_secs(60));
+    assert!(took >= Duration::from_secs(3), "ended after {took:?}, before the deadline");
+    assert!(took < Duration::from_secs(30), "ended after {took:?}, not at the 3 s deadline");
+    assert!(status_line(&got).contains(" 408 "), "got {:?}", status_line(&got));
+    assert!(
+        wait_until(Duration::from_secs(10), || s.access_log().contains(" 408 ")),
+        "no 408 in the access log: {}",
+        s.access_log()
+    );
+    assert!(s.error_log().contains("AH01382"), "no AH01382: {}", s.error_log());
+    s.assert_no_warnings_in_error_log();
+}
+
+/// Without mod_reqtimeout a head waits as the core's blocking read would: `Timeout` for
+/// each read. A client that sends a byte every second stays; one that stops is closed
+/// Timeout after its last byte.
+#[test]
+fn without_reqtimeout_a_head_waits_timeout_per_read() {
+    if !parking_only() {
+        return;
+    }
+    let s = Server::start(ServerOpts::default().keep_alive(true).line("Timeout 3"));
+    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    let mut c = sender(&s, b"GET /index.html HTTP/1.1\r\n");
+    // 5 s of a byte a second: longer than Timeout in all, never Timeout between bytes.
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_secs(1));
+        c.write_all(b"X").unwrap();
+    }
+    c.write_all(b"-a: b\r\n").unwrap();
+    let last = Instant::now();
+    let (got, took) = until_closed(&mut c, last, Duration::from_secs(60));
+    assert!(took >= Duration::from_secs(3), "ended {took:?} after the last byte");
+    assert!(took < Duration::from_secs(30), "ended {took:?} after the last byte");
+    // The core's answer to a socket timeout while reading the fields.
+    assert!(status_line(&got).contains(" 408 "), "got {:?}", status_line(&got));
+}
+
+/// A vhost's own header stage: the connection's base server (its address) decides, as
+/// mod_reqtimeout reads it.
+#[test]
+fn a_vhosts_own_header_timeout_applies_to_its_connections() {
+    if !parking_only() {
+        return;
+    }
+    let port = common::free_port();
+    let vhost = format!(
+        "Listen 127.0.0.1:{port}\n<VirtualHost 127.0.0.1:{port}>\n    RequestReadTimeout header=2\n</VirtualHost>"
+    );
+    let s = Server::start(opts(&["RequestReadTimeout header=60", vhost.as_str()]));
+    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    let start = Instant::now();
+    let mut c = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHo").unwrap();
+    let (got, took) = until_closed(&mut c, start, Duration::from_secs(60));
+    assert!(took >= Duration::from_secs(2), "ended after {took:?}");
+    assert!(took < Duration::from_secs(30), "ended after {took:?}, not the vhost's 2 s");
+    assert!(status_line(&got).contains(" 408 "), "got {:?}", status_line(&got));
+}
+
+/// A head split at every byte, a pipelined pair in one packet and split mid-line, a POST
+/// whose body arrives with its head, and a keep-alive connection's dribbled second
+/// request: each answered as from a whole head.
+#[test]
+fn heads_in_pieces_are_served_as_whole_ones() {
+    if !parking_only() {
+        return;
+    }
+    let s = Server::start(opts(&[]));
+    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    let read = |c: &mut TcpStream| -> Option<u16> {
+        c.set_nonblocking(false).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        read_response(c)
+    };
+
+    // Byte by byte.
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    c.set_nodelay(true).unwrap();
+    for b in REQ {
+        c.write_all(&[*b]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(read(&mut c), Some(200), "a head sent byte by byte");
+
+    // The next request on the same connection, dribbled too.
+    for chunk in REQ.chunks(7) {
+        c.write_all(chunk).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(read(&mut c), Some(200), "a keep-alive connection's dribbled second head");
+
+    // Two pipelined in one packet, then split between CR and LF.
+    let two = [REQ, REQ].concat();
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    c.write_all(&two).unwrap();
+    assert_eq!(read(&mut c), Some(200));
+    assert_eq!(read(&mut c), Some(200));
+    let cut = REQ.len() + 15;
+    c.write_all(&two[..cut]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    c.write_all(&two[cut..]).unwrap();
+    assert_eq!(read(&mut c), Some(200));
+    assert_eq!(read(&mut c), Some(200));
+
+    // A POST to a static file (405 from the core's default handler is not what a
+    // slow head would change; the answer must only be the same as for a whole head).
+    let post = b"POST /index.html HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+    let mut whole = TcpStream::connect(s.addr()).unwrap();
+    whole.write_all(post).unwrap();
+    let expect = read(&mut whole);
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    for chunk in post.chunks(9) {
+        c.write_all(chunk).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(read(&mut c), expect, "a POST dribbled with its body");
+    s.assert_no_warnings_in_error_log();
+}
