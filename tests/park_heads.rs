@@ -58,7 +58,15 @@ fn assert_parked_heads(s: &Server, n: u64, limit: Duration) {
         last = parked_heads(s);
         last.is_some_and(|h| h >= n)
     });
-    assert!(ok, "fewer than {n} heads parked: RWorkerParkedHeads = {last:?}");
+    let status = s.try_server_status_auto().map(|st| {
+        ["ConnsTotal", "RWorkerParked", "BusyWorkers", "Processes", "RWorkerConnections"]
+            .map(|k| format!("{k} {}", st.get(k)))
+            .join(", ")
+    });
+    assert!(
+        ok,
+        "fewer than {n} heads parked: RWorkerParkedHeads = {last:?} ({status:?})"
+    );
 }
 
 /// A fresh client's request on a new connection: its status, within a generous limit.
@@ -159,8 +167,8 @@ fn slow_senders_leave_threads_free(first: &[u8], dribble: bool) {
     const N: usize = 3000;
     let s = Server::start(opts(&["RequestReadTimeout header=300"]));
     assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
-    let conns: Vec<TcpStream> = (0..N).map(|_| sender(&s, first)).collect();
-    let dribblers = dribble.then(|| Dribblers::start(conns));
+    let mut conns: Vec<TcpStream> = (0..N).map(|_| sender(&s, first)).collect();
+    let dribblers = dribble.then(|| Dribblers::start(std::mem::take(&mut conns)));
     // A generous limit: 3,000 clients connect through a backlog of 511 on a loaded machine.
     assert_parked_heads(&s, (N - 150) as u64, Duration::from_secs(120));
     let failed = fresh_clients(&s);
@@ -168,7 +176,7 @@ fn slow_senders_leave_threads_free(first: &[u8], dribble: bool) {
     if let Some(d) = &dribblers {
         assert_eq!(d.closed(), 0, "dribbling clients closed by the server");
     }
-    drop(dribblers);
+    drop((dribblers, conns));
     s.assert_no_warnings_in_error_log();
 }
 
