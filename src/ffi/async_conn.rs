@@ -13,7 +13,7 @@ use std::ptr::{self, NonNull};
 use std::time::Duration;
 
 use crate::ffi::conn::create_conn_rec;
-use crate::ffi::head_buffer::{HeadBuffer, HeadRead};
+use crate::ffi::head_buffer::{speaks_http1, HeadBuffer, HeadRead};
 use crate::ffi::pool::Pool;
 use crate::ffi::socket::ClientSocket;
 use crate::ffi::thread::CurrentThread;
@@ -203,6 +203,11 @@ impl AsyncConn {
                 Some(b) => Heads::Buffered(b),
                 None => Heads::Core,
             };
+        }
+        // SAFETY: the connection is ours.
+        if matches!(self.heads, Heads::Buffered(_)) && !unsafe { speaks_http1(self.c()) } {
+            // A protocol took the connection over (h2 after an Upgrade): its own reads.
+            self.heads = Heads::Core;
         }
         let per_read = self.socket_timeout();
         match self.head_buffer() {

@@ -108,14 +108,10 @@ impl HeadBuffer {
             if rec.is_null() || !(*c).master.is_null() || (*c).aborted != 0 {
                 return None;
             }
-            if sys::ap_ssl_conn_is_ssl(c) != 0 {
+            if sys::ap_ssl_conn_is_ssl(c) != 0 || !speaks_http1(c) {
                 return None;
             }
             let http1 = sys::AP_PROTOCOL_HTTP1.as_ptr() as *const std::os::raw::c_char;
-            let proto = sys::ap_get_protocol(c);
-            if proto.is_null() || libc::strcmp(proto, http1) != 0 {
-                return None;
-            }
             if sys::ap_is_allowed_protocol(c, ptr::null_mut(), ptr::null_mut(), http1) == 0 {
                 return None;
             }
@@ -277,6 +273,21 @@ enum Got {
     Bytes(usize),
     Nothing,
     End,
+}
+
+/// Whether `c` still speaks HTTP/1 (no protocol switch: h2 by Upgrade or by prior
+/// knowledge switches it).
+///
+/// # Safety
+/// `c` is a live connection the calling thread holds.
+pub unsafe fn speaks_http1(c: *mut sys::conn_rec) -> bool {
+    let http1 = sys::AP_PROTOCOL_HTTP1.as_ptr() as *const std::os::raw::c_char;
+    // SAFETY: the caller's contract; ap_get_protocol returns a string of the connection's
+    // or a static one.
+    unsafe {
+        let proto = sys::ap_get_protocol(c);
+        !proto.is_null() && libc::strcmp(proto, http1) == 0
+    }
 }
 
 /// Whether `c`'s input chain holds the filter named `name`.
