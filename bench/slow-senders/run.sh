@@ -9,23 +9,27 @@
 #         more header byte every 2 s (`X-a: b\r\n` over and over), never ending the head;
 #   byte  N clients each connect, send `G`, and then nothing.
 #
-# Once all N have connected, and 2 s later, 40 fresh clients (FRESH), one every 0.5 s,
-# each on a new connection, GET the same small file with a 5 s limit (slow_senders.py).
+# Once all N have connected, and 2 s later, 40 fresh clients (FRESH), one every 0.5 s
+# (open loop: on time whether or not the ones before have been answered, so the phase
+# lasts 20 s plus at most 5 s on every server), each on a new connection, GET the same
+# small file with a 5 s limit (slow_senders.py).
 # Per run it prints one line: the fresh clients answered / failed and their p50 / p99 /
 # max (ms, connect included); the slow clients still open when the fresh phase ends, and
 # closed by the server by then (seen by the client; `cut` counts the server's AH01382
 # "Request header read timeout" lines, LogLevel reqtimeout:info); the children's VmRSS
 # summed before the slow clients connect and 2 s after they all have, and from those the
 # kB per slow client; then server-status?auto's ConnsAsync*, RWorker* and Busy/IdleWorkers
-# lines taken at the same moment as the second RSS (rworker's parked connections; stock
-# event's ConnsAsync*; the stock worker rarely answers it in time). At the end, a markdown
-# table with the median of each figure over the REPS repetitions.
+# lines, asked for at the moment of the second RSS with a 5 s limit, beside the fresh
+# clients (rworker's parked connections, stock event's ConnsAsync*; a server whose
+# threads are all held by slow clients does not answer it). At the end, a markdown table
+# with the median of each figure over the REPS repetitions.
 #
 # Reading it: mod_reqtimeout cuts a head after 20 s without 500 B/s, so the first slow
 # clients a server reads are cut about 20 s after they connect, inside the 20 s of fresh
 # requests; a connection still in the listen queue (ListenBacklog 4096, as
 # bench/slow-readers, so N=3000 connects without SYN retries) is open and neither read
-# nor timed, nor in the children's RSS.
+# nor timed, nor in the children's RSS. The RSS with the slow clients includes the
+# children the parent forked for them.
 #
 #   bash bench/slow-senders/run.sh | tee bench/slow-senders/results-$(date -u +%F).txt
 #                                   # as root; build first (cargo build --release)
@@ -90,7 +94,7 @@ LogLevel warn reqtimeout:info"
       done
       sleep 2
       with=$(rss_kb "$PID")
-      curl -s -m 2 "http://127.0.0.1:$PORT/server-status?auto" > "$ROOT/status" 2>/dev/null &
+      curl -s -m 5 "http://127.0.0.1:$PORT/server-status?auto" > "$ROOT/status" 2>/dev/null &
       st=$!
       python3 "$CLIENT" fresh "$PORT" "$FRESH" /i.html > "$ROOT/fresh.out" 2> "$ROOT/fresh.err"
       wait "$st" || true
@@ -100,7 +104,7 @@ LogLevel warn reqtimeout:info"
       line="rep=$rep load=$load mpm=$mpm $(cat "$ROOT/fresh.out") $(cat "$ROOT/slow.out") cut=$cut rss_before_kb=$before rss_with_kb=$with kb_per_slow=$(python3 -c "print(f'{($with - $before) / $N:.1f}')")"
       echo "$line"
       status=$(grep -E '^(ConnsAsync|RWorker|BusyWorkers|IdleWorkers)' "$ROOT/status" | tr -d ' ' | tr '\n' ' ' || true)
-      echo "    status: ${status:-(no answer within 2 s)}"
+      echo "    status: ${status:-(no answer within 5 s)}"
       echo "$line status: $status" >> "$RAW"
       for f in slow fresh; do
         [[ -s $ROOT/$f.err ]] && head -2 "$ROOT/$f.err" | sed "s/^/    $f client: /"
@@ -159,6 +163,6 @@ for (load, mpm), rows in cells.items():
     for r in rows:
         keys += [k for k in r if k.startswith("st:") and "Child[" not in k and k not in keys]
     got = ", ".join(f"{k[3:]} {med(rows, k, '{:g}')}" for k in keys)
-    print(f"- {loads.get(load, load)}, {names.get(mpm, mpm)}: {got or 'no answer within 2 s'}")
+    print(f"- {loads.get(load, load)}, {names.get(mpm, mpm)}: {got or 'no answer within 5 s'}")
 PY
 rm -f "$RAW"

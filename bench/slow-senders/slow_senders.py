@@ -19,10 +19,11 @@ line: connected, still open, closed by the server, how many of those got a respo
 first (and how many of them a 408), the median seconds from connect to close, and the
 connects that failed.
 
-`fresh` makes FRESH requests for PATH, one every 0.5 s, each on a new connection with
-`Connection: close` and a 5 s limit for the whole response (connect included). Prints
-one line: answered (status 200 within 5 s), failed, p50 / p99 / max latency (ms) of the
-answered ones.
+`fresh` makes FRESH requests for PATH, one every 0.5 s (open loop: each starts on time
+whether or not the ones before it have been answered, so the phase lasts FRESH / 2 s, plus
+at most 5 s, for every server), each on a new connection with `Connection: close` and a
+5 s limit for the whole response (connect included). Prints one line: answered (status
+200 within 5 s), failed, p50 / p99 / max latency (ms) of the answered ones.
 """
 import errno
 import os
@@ -30,6 +31,7 @@ import resource
 import select
 import socket
 import sys
+import threading
 import time
 
 hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -170,7 +172,8 @@ def slow(port, n, load, ready_file, stop_file):
 def fresh(port, count, path):
     req = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode()
     lat = []
-    for _ in range(count):
+
+    def one():
         t0 = time.monotonic()
         try:
             c = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -191,7 +194,18 @@ def fresh(port, count, path):
                 lat.append(took * 1000)
         except OSError:
             pass
-        time.sleep(max(0, 0.5 - (time.monotonic() - t0)))
+
+    # Open loop: the k-th request starts at k x 0.5 s whether or not the ones before it
+    # have been answered, so the phase lasts the same for every server.
+    start = time.monotonic()
+    threads = []
+    for k in range(count):
+        time.sleep(max(0, start + k * 0.5 - time.monotonic()))
+        t = threading.Thread(target=one)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
     lat.sort()
 
     def pct(p):
