@@ -29,7 +29,8 @@
 # requests; a connection still in the listen queue (ListenBacklog 4096, as
 # bench/slow-readers, so N=3000 connects without SYN retries) is open and neither read
 # nor timed, nor in the children's RSS. The RSS with the slow clients includes the
-# children the parent forked for them.
+# children the parent forked for them. N=3000 fits one source address's ephemeral ports
+# (ip_local_port_range 32768-60999); from 20,000 the client spreads over 127.0.0.x.
 #
 #   bash bench/slow-senders/run.sh | tee bench/slow-senders/results-$(date -u +%F).txt
 #                                   # as root; build first (cargo build --release)
@@ -101,7 +102,9 @@ LogLevel warn reqtimeout:info"
       cut=$(grep -c AH01382 "$ROOT/logs/error.log" || true)
       touch "$ROOT/stop"
       wait "$slow" || true
-      line="rep=$rep load=$load mpm=$mpm $(cat "$ROOT/fresh.out") $(cat "$ROOT/slow.out") cut=$cut rss_before_kb=$before rss_with_kb=$with kb_per_slow=$(python3 -c "print(f'{($with - $before) / $N:.1f}')")"
+      conn=$(grep -o 'connected=[0-9]*' "$ROOT/slow.out" | cut -d= -f2 || true)
+      per=$(python3 -c "print(f'{($with - $before) / $conn:.1f}' if ${conn:-0} else '-')")
+      line="rep=$rep load=$load mpm=$mpm $(cat "$ROOT/fresh.out") $(cat "$ROOT/slow.out") cut=$cut rss_before_kb=$before rss_with_kb=$with kb_per_slow=$per"
       echo "$line"
       status=$(grep -E '^(ConnsAsync|RWorker|BusyWorkers|IdleWorkers)' "$ROOT/status" | tr -d ' ' | tr '\n' ' ' || true)
       echo "    status: ${status:-(no answer within 5 s)}"
@@ -118,6 +121,7 @@ done
 python3 - "$RAW" "$N" "$FRESH" "$REPS" <<'PY'
 import statistics
 import sys
+import textwrap
 
 raw, n, fresh, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 cells = {}
@@ -144,7 +148,11 @@ names = {"rworker-park": "rworker (park)", "rworker": "rworker", "event": "stock
          "worker": "stock worker"}
 loads = {"head": f"{n:,} head dribblers", "byte": f"{n:,} one-byte clients"}
 what = "medians of " + str(reps) + " runs" if reps > 1 else "one run per cell"
-print(f"\n{what}; fresh clients: {fresh}, one every 0.5 s, 5 s limit each\n")
+print("\n" + textwrap.fill(
+    f"{what}; fresh clients: {fresh}, one every 0.5 s, 5 s limit each; p50 · p99 of the "
+    "answered ones (ms, connect included); slow clients still open and cut when the fresh "
+    "phase ends; RSS: the children's, before the slow clients and with them all connected.",
+    92) + "\n")
 print("| slow clients | MPM | fresh answered | p50 · p99 ms | slow still open | cut (AH01382) "
       "| children RSS before → with | per slow client |")
 print("|---|---|---|---|---|---|---|---|")
