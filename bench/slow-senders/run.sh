@@ -10,9 +10,10 @@
 #   byte  N clients each connect, send `G`, and then nothing.
 #
 # Once all N have connected, and 2 s later, 40 fresh clients (FRESH), one every 0.5 s
-# (open loop: on time whether or not the ones before have been answered, so the phase
-# lasts 20 s plus at most 5 s on every server), each on a new connection, GET the same
-# small file with a 5 s limit (slow_senders.py).
+# (open loop: on time whether or not the ones before have been answered), each on a new
+# connection, GET the same small file with a 5 s limit (slow_senders.py); the fresh phase
+# ends when the last one's limit is up, 24.5 s after the first (FRESH=40), on every server.
+#
 # Per run it prints one line: the fresh clients answered / failed and their p50 / p99 /
 # max (ms, connect included); the slow clients still open when the fresh phase ends, and
 # closed by the server by then (seen by the client; `cut` counts the server's AH01382
@@ -25,17 +26,18 @@
 # with the median of each figure over the REPS repetitions.
 #
 # Reading it: mod_reqtimeout cuts a head after 20 s without 500 B/s, so the first slow
-# clients a server reads are cut about 20 s after they connect, inside the 20 s of fresh
-# requests; a connection still in the listen queue (ListenBacklog 4096, as
-# bench/slow-readers, so N=3000 connects without SYN retries) is open and neither read
-# nor timed, nor in the children's RSS. The RSS with the slow clients includes the
-# children the parent forked for them. N=3000 fits one source address's ephemeral ports
-# (ip_local_port_range 32768-60999); from 20,000 the client spreads over 127.0.0.x.
+# clients a server reads are cut about 20 s after they connect, inside the fresh phase
+# (which ends about 26.5 s after they all have connected); a connection still in the
+# listen queue (ListenBacklog 4096, as bench/slow-readers, so N=3000 connects without SYN
+# retries) is open, and neither read nor timed, nor in the children's RSS. The RSS with
+# the slow clients includes the children the parent forked for them. N=3000 fits one
+# source address's ephemeral ports (ip_local_port_range 32768-60999); from 20,000 the
+# client spreads over 127.0.0.x.
 #
 #   bash bench/slow-senders/run.sh | tee bench/slow-senders/results-$(date -u +%F).txt
 #                                   # as root; build first (cargo build --release)
 #   N=3000 REPS=3 MPMS="rworker-park event worker" bash bench/slow-senders/run.sh
-#   N=200 FRESH=10 LOADS=head MPMS=rworker-park bash bench/slow-senders/run.sh  # a smoke run
+#   N=200 FRESH=10 LOADS=head MPMS=rworker-park bash bench/slow-senders/run.sh   # smoke
 #
 # N (default 3000) slow clients per load; REPS (1) repetitions, each running every load on
 # every MPM, the MPM order rotated each repetition; MPMS ("rworker-park event worker": the

@@ -20,9 +20,9 @@ first (and how many of them a 408), the median seconds from connect to close, an
 connects that failed.
 
 `fresh` makes FRESH requests for PATH, one every 0.5 s (open loop: each starts on time
-whether or not the ones before it have been answered, so the phase lasts FRESH / 2 s, plus
-at most 5 s, for every server), each on a new connection with `Connection: close` and a
-5 s limit for the whole response (connect included). Prints one line: answered (status
+whether or not the ones before it have been answered), each on a new connection with
+`Connection: close` and a 5 s limit for the whole response (connect included), and returns
+when the last one's limit is up, (FRESH - 1) / 2 + 5 s after the first, on every server. Prints one line: answered (status
 200 within 5 s), failed, p50 / p99 / max latency (ms) of the answered ones.
 """
 import errno
@@ -206,6 +206,9 @@ def fresh(port, count, path):
         threads.append(t)
     for t in threads:
         t.join()
+    # End at the same moment on every server, the last request's limit, so that the slow
+    # clients are counted after the same time.
+    time.sleep(max(0, start + (count - 1) * 0.5 + 5 - time.monotonic()))
     lat.sort()
 
     def pct(p):
