@@ -108,7 +108,7 @@ impl HeadBuffer {
             if rec.is_null() || !(*c).master.is_null() || (*c).aborted != 0 {
                 return None;
             }
-            if sys::ap_ssl_conn_is_ssl(c) != 0 || !speaks_http1(c) {
+            if !speaks_http1(c) || !serves_http(c) {
                 return None;
             }
             let http1 = sys::AP_PROTOCOL_HTTP1.as_ptr() as *const std::os::raw::c_char;
@@ -166,6 +166,9 @@ impl HeadBuffer {
             Stage::Off | Stage::Unknown => None,
         };
         self.clock = HeadClock::start(now, stage, per_read);
+        // Bytes of it read ahead (pipelined) count for MinRate, as mod_reqtimeout counts
+        // them when the core reads them.
+        self.clock.received(self.bytes.len(), now);
         self.expired = false;
     }
 
@@ -275,8 +278,9 @@ enum Got {
     End,
 }
 
-/// Whether `c` still speaks HTTP/1 (no protocol switch: h2 by Upgrade or by prior
-/// knowledge switches it).
+/// Whether `c` still speaks plain HTTP/1: no TLS (its handshake comes first: the stock
+/// path; an RFC 2817 upgrade makes it TLS later), and no protocol switch (h2 by Upgrade or
+/// by prior knowledge).
 ///
 /// # Safety
 /// `c` is a live connection the calling thread holds.
@@ -285,8 +289,29 @@ pub unsafe fn speaks_http1(c: *mut sys::conn_rec) -> bool {
     // SAFETY: the caller's contract; ap_get_protocol returns a string of the connection's
     // or a static one.
     unsafe {
+        if sys::ap_ssl_conn_is_ssl(c) != 0 {
+            return false;
+        }
         let proto = sys::ap_get_protocol(c);
         !proto.is_null() && libc::strcmp(proto, http1) == 0
+    }
+}
+
+/// Whether `c` came in on an HTTP listener: its server's protocol (`Listen`'s protocol
+/// argument, or the `Protocol` directive) is http or https. A module that serves another
+/// protocol on its own `Listen ... ftp` (one where the server speaks first) gets its
+/// connections untouched.
+///
+/// # Safety
+/// `c` is a live connection the calling thread holds.
+unsafe fn serves_http(c: *mut sys::conn_rec) -> bool {
+    // SAFETY: the caller's contract; the server's protocol is a string of the configuration
+    // (set by listen.c for every server) or NULL.
+    unsafe {
+        let p = sys::ap_get_server_protocol((*c).base_server);
+        p.is_null()
+            || libc::strcasecmp(p, c"http".as_ptr()) == 0
+            || libc::strcasecmp(p, c"https".as_ptr()) == 0
     }
 }
 
@@ -350,7 +375,19 @@ unsafe extern "C" fn replay(
             match pending.iter().take(piece).position(|&b| b == b'\n') {
                 Some(i) => hb.give(bb, i + 1, false),
                 None if hb.expired => timeup,
-                None => hb.give(bb, piece, false),
+                None if pending.len() >= piece => hb.give(bb, piece, false),
+                None => {
+                    let n = pending.len();
+                    // The line goes on below (a body's chunk line the core's filter holds
+                    // the rest of): the rest of it from there, as the core's own read
+                    // would give the whole line. Handed out alone, the part here would
+                    // send mod_reqtimeout's line loop to wait on the socket.
+                    let rv = hb.give(bb, n, false);
+                    if rv != 0 {
+                        return rv;
+                    }
+                    down()
+                }
             }
         }
         sys::ap_input_mode_t_AP_MODE_EATCRLF => {

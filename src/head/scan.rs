@@ -39,6 +39,17 @@ pub struct Limits {
     pub proxy_header: bool,
 }
 
+impl Limits {
+    /// The most a head holds while it waits parked: a request line and one field at their
+    /// limits. A longer head (many large fields) is handed to the core once this much has
+    /// come, and the core reads the rest itself, blocking, as under every MPM: a parked
+    /// connection's memory stays near what the limits allow one line, not what they allow
+    /// a whole head (LimitRequestFields times LimitRequestFieldSize, 800 KB by default).
+    pub fn parked_bytes(&self) -> usize {
+        self.line + 2 + self.field + 2
+    }
+}
+
 /// What the bytes so far mean.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Progress {
@@ -91,6 +102,9 @@ impl HeadScan {
     /// Scans `head` (every byte of this head so far, from its first) on from where the
     /// last call stopped.
     pub fn scan(&mut self, head: &[u8], lim: &Limits) -> Progress {
+        if head.len() > lim.parked_bytes() {
+            return Progress::Ready;
+        }
         loop {
             match self.phase {
                 Phase::Start => match proxy_header_len(head, lim.proxy_header) {
@@ -119,15 +133,15 @@ impl HeadScan {
                         self.start_line(end + 1);
                         continue;
                     }
+                    self.request_line = self.line;
+                    if line == &PREFACE[..14] {
+                        self.phase = Phase::Preface;
+                        continue;
+                    }
                     if end + 1 - self.line > lim.line + 2 || !has_version(line) {
                         return Progress::Ready;
                     }
-                    self.request_line = self.line;
-                    self.phase = if line == &PREFACE[..14] {
-                        Phase::Preface
-                    } else {
-                        Phase::Fields
-                    };
+                    self.phase = Phase::Fields;
                     self.start_line(end + 1);
                 }
                 Phase::Preface => {
@@ -141,8 +155,12 @@ impl HeadScan {
                     let Some(end) = self.line_end(head) else {
                         return over_piece(head.len() - self.line, lim.field, lim.piece);
                     };
-                    if trim_cr(&head[self.line..end]).is_empty()
+                    let field = trim_cr(&head[self.line..end]);
+                    // The empty line; a field over its limit; a line that is neither a field
+                    // nor a folded continuation of one (the core answers 400 at it).
+                    if field.is_empty()
                         || end + 1 - self.line > lim.field + 2
+                        || !(field.contains(&b':') || field[0] == b' ' || field[0] == b'\t')
                     {
                         return Progress::Ready;
                     }
@@ -230,14 +248,21 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-/// A complete request line that names a protocol version (`... HTTP/x.y`); without one it
-/// is HTTP/0.9 (or refused), and the core reads no fields after it.
+/// A complete request line after which the core reads header fields: `METHOD SP target SP
+/// HTTP/1.x`, one space each, as `ap_parse_request_line` wants it. Anything else (HTTP/0.9,
+/// extra words, another version, a stray space) the core answers or refuses from the line
+/// alone, or (with lenient HttpProtocolOptions) reads the rest itself as under every MPM.
 fn has_version(line: &[u8]) -> bool {
-    let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
-    let (Some(_), Some(_), Some(v)) = (words.next(), words.next(), words.next()) else {
+    let mut words = line.split(|&b| b == b' ');
+    let (Some(m), Some(t), Some(v), None) = (words.next(), words.next(), words.next(), words.next())
+    else {
         return false;
     };
-    v.starts_with(b"HTTP/")
+    !m.is_empty()
+        && !t.is_empty()
+        && v.len() == 8
+        && v.starts_with(b"HTTP/1.")
+        && v[7].is_ascii_digit()
 }
 
 /// A line without LF is ready once it holds as many bytes as the core reads (whole pieces)
@@ -302,6 +327,16 @@ mod tests {
     fn http_0_9_and_lines_that_are_not_http_are_ready_at_once() {
         assert_eq!(ready_at(b"GET /\r\n", &lim()), Some(7));
         assert_eq!(ready_at(b"GET / FOO/1.0\r\n", &lim()), Some(15));
+        // What the core refuses from the request line alone: extra words, HTTP/2+, doubled
+        // spaces; and a field line that is no field.
+        assert_eq!(ready_at(b"GET / HTTP/1.1 x\r\n", &lim()), Some(18));
+        assert_eq!(ready_at(b"GET / HTTP/3.0\r\n", &lim()), Some(16));
+        assert_eq!(ready_at(b"GET  / HTTP/1.1\r\n", &lim()), Some(17));
+        assert_eq!(ready_at(b"GET / HTTP/1.1\r\nnocolon\r\n", &lim()), Some(25));
+        assert_eq!(
+            HeadScan::new().scan(b"GET / HTTP/1.1\r\nA: 1\r\n b\r\n", &lim()),
+            Progress::More
+        );
         // A TLS ClientHello to the plain port: its first byte.
         assert_eq!(ready_at(&[0x16, 0x03, 0x01], &lim()), Some(1));
         assert_eq!(ready_at(b"GE\x01T", &lim()), Some(3));
@@ -336,9 +371,13 @@ mod tests {
         h.extend_from_slice(b"\r\n");
         assert_eq!(HeadScan::new().scan(&h, &l), Progress::Ready);
         // Without LF: ready once a whole piece is there.
+        let wide = Limits {
+            line: 100,
+            ..lim()
+        };
         let h = vec![b'a'; 8191];
-        assert_eq!(HeadScan::new().scan(&h, &l), Progress::More);
-        assert_eq!(HeadScan::new().scan(&vec![b'a'; 8192], &l), Progress::Ready);
+        assert_eq!(HeadScan::new().scan(&h, &wide), Progress::More);
+        assert_eq!(HeadScan::new().scan(&vec![b'a'; 8192], &wide), Progress::Ready);
         // A field over its limit, and one field too many.
         let mut h = b"GET / HTTP/1.1\r\nX: ".to_vec();
         h.extend(std::iter::repeat_n(b'b', 49));
@@ -348,6 +387,17 @@ mod tests {
         assert_eq!(HeadScan::new().scan(h, &l), Progress::More);
         let h = b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n";
         assert_eq!(HeadScan::new().scan(h, &l), Progress::Ready);
+        // A parked head holds at most a request line and a field at their limits.
+        let big = Limits {
+            line: 100,
+            field: 100,
+            ..lim()
+        };
+        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        while many.len() <= big.parked_bytes() {
+            many.extend_from_slice(b"X: 0123456789\r\n");
+        }
+        assert_eq!(HeadScan::new().scan(&many, &big), Progress::Ready);
         // LimitRequestFields 0 (unlimited): bounded by fields_unlimited.
         let l0 = Limits {
             fields: 0,
