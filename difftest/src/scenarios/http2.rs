@@ -22,6 +22,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: tls_idle,
         },
         Scenario {
@@ -30,6 +31,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: tls_idle_sni_vhost,
         },
         Scenario {
@@ -38,6 +40,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: h2c_idle,
         },
         Scenario {
@@ -46,6 +49,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: ping_idle,
         },
         Scenario {
@@ -54,6 +58,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: protocols_vhost,
         },
         Scenario {
@@ -62,6 +67,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: rst_stream,
         },
         Scenario {
@@ -70,6 +76,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: flow_blocked,
         },
         Scenario {
@@ -78,6 +85,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: flow_blocked_sni_vhost,
         },
         Scenario {
@@ -86,6 +94,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: slow_reader,
         },
         Scenario {
@@ -94,6 +103,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: h2c_upgrade,
         },
     ]

@@ -282,6 +282,7 @@ macro_rules! signalled {
                     group: Group::Exclusive,
                     fast: $fast,
                     signals: true,
+                    site: Site::Full,
                     run: $g,
                 },
                 Scenario {
@@ -290,6 +291,7 @@ macro_rules! signalled {
                     group: Group::Stops,
                     fast: $fast,
                     signals: true,
+                    site: Site::Full,
                     run: $gs,
                 }]);
             )*
