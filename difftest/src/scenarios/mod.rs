@@ -6,6 +6,9 @@
 //!   server config and in name-based, IP-based and SNI-chosen TLS vhosts; HTTP/1.0.
 //! - [`reqtimeout`]: mod_reqtimeout on slow request lines, heads and bodies, defaults and
 //!   explicit values; TLS handshakes that never finish.
+//! - [`head`]: request heads dribbled a byte per write, split at awkward places, at
+//!   LimitRequestLine, LimitRequestFieldSize, LimitRequestFields and one over, HTTP/1.0 and
+//!   0.9, blank lines first, with their body; not HTTP (a ClientHello, mod_echo).
 //! - [`transfer`]: pipelining, 100-continue, chunked uploads, a body over LimitRequestBody
 //!   (the lingering close), half-close, large responses to slow, stalled and resetting
 //!   readers, with sendfile off (httpd's default) and on (the MPM's write completion), and
@@ -16,6 +19,7 @@
 //! - [`restart`]: the above's idle or slow phases through a graceful restart and a
 //!   graceful-stop.
 
+pub mod head;
 pub mod http2;
 pub mod keepalive;
 pub mod reqtimeout;
@@ -441,6 +445,7 @@ pub fn all() -> Vec<Scenario> {
     let mut v = Vec::new();
     v.extend(keepalive::scenarios());
     v.extend(reqtimeout::scenarios());
+    v.extend(head::scenarios());
     v.extend(transfer::scenarios());
     v.extend(http2::scenarios());
     v.extend(status::scenarios());
