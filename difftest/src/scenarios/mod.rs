@@ -9,6 +9,7 @@
 //! - [`head`]: request heads dribbled a byte per write, split at awkward places, at
 //!   LimitRequestLine, LimitRequestFieldSize, LimitRequestFields and one over, HTTP/1.0 and
 //!   0.9, blank lines first, with their body; not HTTP (a ClientHello, mod_echo).
+//! - [`proxy`]: the PROXY protocol, v1 and v2, in one write and dribbled (mod_remoteip).
 //! - [`transfer`]: pipelining, 100-continue, chunked uploads, a body over LimitRequestBody
 //!   (the lingering close), half-close, large responses to slow, stalled and resetting
 //!   readers, with sendfile off (httpd's default) and on (the MPM's write completion), and
@@ -22,6 +23,7 @@
 pub mod head;
 pub mod http2;
 pub mod keepalive;
+pub mod proxy;
 pub mod reqtimeout;
 pub mod restart;
 pub mod status;
@@ -446,6 +448,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(keepalive::scenarios());
     v.extend(reqtimeout::scenarios());
     v.extend(head::scenarios());
+    v.extend(proxy::scenarios());
     v.extend(transfer::scenarios());
     v.extend(http2::scenarios());
     v.extend(status::scenarios());
