@@ -10,8 +10,8 @@
 //! scenarios must agree once it reads heads without one (issue 47).
 
 use super::{
-    after, deliver, deliver_and_watch, exchange, raw, record_event, response, side_by_side, watch,
-    Case, Delivery, Group, Scenario, Target,
+    after, deliver, deliver_and_watch, exchange, raw, record_event, side_by_side, timed_response,
+    watch, Case, Delivery, Group, Scenario, Target,
 };
 use crate::conn::Got;
 use crate::h1::{self, Event, Response, H1};
@@ -159,7 +159,7 @@ pub fn scenarios() -> Vec<Scenario> {
         ),
         s(
             "echo-protocol",
-            "127.0.0.8 with ProtocolEcho On: a line in one write, one dribbled, then the client's FIN",
+            "127.0.0.8 with ProtocolEcho On (it echoes line by line): a line in one write, one a byte at a time, then the client's FIN",
             true,
             echo_protocol,
         ),
@@ -315,10 +315,12 @@ fn three_gets() -> (Vec<u8>, [usize; 3]) {
     (all, ends)
 }
 
-/// Reads `n` responses, then how the connection ends.
+/// Reads `n` responses (each with its time from the last write), then how the
+/// connection ends.
 fn read_responses(h: &mut H1, o: &mut Observation, n: usize) {
+    let sent = Instant::now();
     for i in 1..=n {
-        if response(o, &format!("response {i}"), h, 10.0).is_none() {
+        if timed_response(o, &format!("response {i}"), h, sent, &ka_scale(), 10.0).is_none() {
             return;
         }
     }
@@ -433,15 +435,25 @@ fn expect_100_dribbled(t: &Target, o: &mut Observation) -> Result<(), String> {
         );
         return Ok(());
     }
+    let sent = Instant::now();
     match h.next_event(after(2.0)) {
-        Event::Response(r, _) => o.add("interim", r.summary()),
+        Event::Response(r, at) => o.add(
+            "interim",
+            format!(
+                "{} at {}",
+                r.summary(),
+                ka_scale().bucket(at.saturating_duration_since(sent))
+            ),
+        ),
         Event::End(cut) if cut.end.is_none() => o.add("interim", "none within 2 s"),
         Event::End(cut) => {
             o.add("interim", cut.describe());
             return Ok(());
         }
     }
-    exchange(o, "response", &mut h, &[b'e'; 1000], 10.0);
+    h.send(&[b'e'; 1000])?;
+    let sent = Instant::now();
+    timed_response(o, "response", &mut h, sent, &ka_scale(), 10.0);
     exchange(
         o,
         "next request",
@@ -577,9 +589,17 @@ fn page_dribbled(t: &Target, o: &mut Observation, path: &str, marker: &str) -> R
         b"",
     );
     let early = deliver(&mut h, &req, Delivery::over(1.0, &req));
+    let sent = Instant::now();
     let ev = early.unwrap_or_else(|| h.next_event(after(10.0)));
     match ev {
-        Event::Response(r, _) => o.add("response", page_summary(&r, marker)),
+        Event::Response(r, at) => o.add(
+            "response",
+            format!(
+                "{} at {}",
+                page_summary(&r, marker),
+                ka_scale().bucket(at.saturating_duration_since(sent))
+            ),
+        ),
         Event::End(cut) => o.add("response", cut.describe()),
     }
     let t0 = Instant::now();
@@ -644,8 +664,10 @@ fn ka_next_dribbled_timeout(t: &Target, o: &mut Observation) -> Result<(), Strin
     Ok(())
 }
 
-/// Reads until `want` bytes came (or 3 s passed): what was echoed.
-fn echoed(h: &mut H1, want: usize) -> String {
+/// Reads until `want` bytes came (or 3 s passed): what was echoed, and when its last byte
+/// came from `since` (mod_echo answers each line at once; a server that held the bytes
+/// back for a whole HTTP head, which never comes, would answer late or not at all).
+fn echoed(h: &mut H1, want: usize, since: Instant) -> String {
     let deadline = after(3.0);
     let mut got = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -656,21 +678,29 @@ fn echoed(h: &mut H1, want: usize) -> String {
             Got::Quiet => return format!("{:?}, then quiet", String::from_utf8_lossy(&got)),
         }
     }
-    format!("{:?}", String::from_utf8_lossy(&got))
+    format!(
+        "{:?} at {}",
+        String::from_utf8_lossy(&got),
+        ka_scale().bucket(since.elapsed())
+    )
 }
 
 fn echo_protocol(t: &Target, o: &mut Observation) -> Result<(), String> {
     let mut h = t.h1("127.0.0.8")?;
     let first = b"hello, echo\r\n";
     h.send(first)?;
-    o.add("line 1", echoed(&mut h, first.len()));
-    let second = b"GET / HTTP/1.1\r\n\r\n";
-    // Dribbled: each byte comes back on its own; read them all at the end.
+    o.add("line 1", echoed(&mut h, first.len(), Instant::now()));
+    // Dribbled, and no blank line in it (mod_echo reads lines: the line comes back once
+    // its LF came, not byte by byte).
+    let second = b"a line, a byte at a time\r\n";
     for b in second {
         h.send(std::slice::from_ref(b))?;
         super::sleep(0.01);
     }
-    o.add("line 2, dribbled", echoed(&mut h, second.len()));
+    o.add(
+        "line 2, dribbled",
+        echoed(&mut h, second.len(), Instant::now()),
+    );
     h.conn
         .shutdown_write()
         .map_err(|e| format!("shutdown: {e}"))?;

@@ -192,6 +192,36 @@ pub fn response(o: &mut Observation, what: &str, h: &mut H1, limit: f64) -> Opti
     }
 }
 
+/// As [`response`], with the time its first byte came from `since` in `scale`'s buckets:
+/// a response held back (a pipelined request left unread in a buffer, a head handed on
+/// late) shows.
+pub fn timed_response(
+    o: &mut Observation,
+    what: &str,
+    h: &mut H1,
+    since: Instant,
+    scale: &Scale,
+    limit: f64,
+) -> Option<Response> {
+    match h.next_event(after(limit)) {
+        Event::Response(r, at) => {
+            o.add(
+                what,
+                format!(
+                    "{} at {}",
+                    r.summary(),
+                    scale.bucket(at.saturating_duration_since(since))
+                ),
+            );
+            Some(r)
+        }
+        Event::End(cut) => {
+            o.add(what, cut.describe());
+            None
+        }
+    }
+}
+
 /// Sends `req` and records its response under `what`; a send that fails is recorded too.
 pub fn exchange(
     o: &mut Observation,

@@ -16,7 +16,7 @@
 //! handler again (server-status during it: a worker busy for it under event and `park`,
 //! sendfile on or not), and write completion sees the last records, with TLS's own wants.
 
-use super::{after, exchange, response, watch, Group, Scenario, Target};
+use super::{after, exchange, response, timed_response, watch, Group, Scenario, Target};
 use crate::conn::{Conn, End, Got};
 use crate::h1::{self, Event, H1};
 use crate::observe::{secs, Observation, Scale};
@@ -171,9 +171,12 @@ fn ka_scale() -> Scale {
 }
 
 /// Reads the responses to `n` pipelined requests, then watches the connection.
+/// Reads the responses to `n` pipelined requests (each with its time from the last write:
+/// one left unread in a buffer would come only at a timeout), then watches the connection.
 fn read_pipelined(h: &mut H1, o: &mut Observation, n: usize) {
+    let sent = Instant::now();
     for i in 1..=n {
-        if response(o, &format!("response {i}"), h, 10.0).is_none() {
+        if timed_response(o, &format!("response {i}"), h, sent, &ka_scale(), 10.0).is_none() {
             return;
         }
     }
