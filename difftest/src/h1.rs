@@ -5,10 +5,11 @@
 use crate::conn::{Conn, End, Got};
 use std::time::{Duration, Instant};
 
-/// The headers a table shows: which vhost answered, and the ones that govern the
-/// connection and the body's framing.
+/// The headers a table shows: which vhost answered (and, behind the PROXY protocol, which
+/// client address it saw), and the ones that govern the connection and the body's framing.
 pub const SHOWN_HEADERS: &[&str] = &[
     "X-Vhost",
+    "X-Client-Addr",
     "Connection",
     "Keep-Alive",
     "Content-Length",

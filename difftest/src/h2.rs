@@ -200,7 +200,19 @@ impl H2 {
 
     /// As [`H2::start`], with bytes already read from the server (after a 101 response).
     pub fn start_with(conn: Conn, already: Vec<u8>, scheme: &'static str) -> Result<H2, String> {
-        let mut h = H2 {
+        let mut h = H2::new(conn, already, scheme);
+        h.write(&H2::hello())?;
+        Ok(h)
+    }
+
+    /// HTTP/2 on `conn` whose preface and SETTINGS ([`H2::hello`]) the caller sent
+    /// already (dribbled), with bytes already read from the server.
+    pub fn after_hello(conn: Conn, already: Vec<u8>, scheme: &'static str) -> H2 {
+        H2::new(conn, already, scheme)
+    }
+
+    fn new(conn: Conn, already: Vec<u8>, scheme: &'static str) -> H2 {
+        H2 {
             conn,
             buf: already,
             ended: None,
@@ -209,7 +221,11 @@ impl H2 {
             scheme,
             give_back: true,
             pace: None,
-        };
+        }
+    }
+
+    /// The client's first bytes: the preface and an empty SETTINGS.
+    pub fn hello() -> Vec<u8> {
         let mut hello = PREFACE.to_vec();
         hello.extend(
             Frame {
@@ -220,8 +236,7 @@ impl H2 {
             }
             .encode(),
         );
-        h.write(&hello)?;
-        Ok(h)
+        hello
     }
 
     pub fn conn(&self) -> &Conn {

@@ -3,12 +3,14 @@
 //! that both see the same machine load. Steady scenarios run side by side; exclusive ones
 //! (server-wide counts, signals) one at a time on a quiet server. A scenario whose two
 //! observations differ runs once more; one that agrees the second time is reported as such.
+//! Scenarios that need another site ([`site::Site`]: without mod_reqtimeout) run on a pair
+//! of servers started from it, after the full site's.
 
 use crate::mpm::{Mpm, Pair};
 use crate::observe::{Observation, HARNESS_ERROR};
 use crate::scenarios::{self, Group, Scenario, Target};
 use crate::server::Server;
-use crate::site;
+use crate::site::{self, Site};
 use crate::status;
 use rworker_testkit::wait::wait_until;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -171,7 +173,8 @@ fn run_exclusive(
     Ok(pair)
 }
 
-/// Runs every selected scenario on `pair`'s two servers.
+/// Runs every selected scenario on `pair`: those of each site on a pair of servers started
+/// from it, one site after the other.
 fn run_pair(
     pair: Pair,
     list: &[&Scenario],
@@ -179,9 +182,36 @@ fn run_pair(
     certs: &Path,
     run_dir: &Path,
 ) -> PairResult {
-    let dir = run_dir.join(pair.name().replace('/', "-"));
-    let mut reference = Server::start(pair.reference, &opts.rworker_so, certs, &dir)?;
-    let mut rworker = Server::start(pair.rworker, &opts.rworker_so, certs, &dir)?;
+    let mut outcomes = Vec::new();
+    let mut crashes = Vec::new();
+    for site in Site::ALL {
+        let on_site: Vec<&Scenario> = list.iter().copied().filter(|s| s.site == site).collect();
+        if on_site.is_empty() {
+            continue;
+        }
+        let (o, c) = run_site(pair, site, &on_site, opts, certs, run_dir)?;
+        outcomes.extend(o);
+        crashes.extend(c);
+    }
+    Ok((outcomes, crashes))
+}
+
+/// Runs `list` (scenarios of `site`) on two servers of `pair` started from `site`.
+fn run_site(
+    pair: Pair,
+    site: Site,
+    list: &[&Scenario],
+    opts: &Options,
+    certs: &Path,
+    run_dir: &Path,
+) -> PairResult {
+    let dir = run_dir.join(format!(
+        "{}{}",
+        pair.name().replace('/', "-"),
+        site.suffix()
+    ));
+    let mut reference = Server::start(pair.reference, site, &opts.rworker_so, certs, &dir)?;
+    let mut rworker = Server::start(pair.rworker, site, &opts.rworker_so, certs, &dir)?;
     let steady: Vec<&Scenario> = list
         .iter()
         .copied()

@@ -3,7 +3,7 @@
 //! own pidfile (rworker-testkit's [`Httpd`]); never by process name.
 
 use crate::mpm::Mpm;
-use crate::site::{self, Ports};
+use crate::site::{self, Ports, Site};
 use crate::status;
 use rworker_testkit::error_log::crash_lines;
 use rworker_testkit::httpd::Httpd;
@@ -27,6 +27,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 #[derive(Debug)]
 pub struct Server {
     pub mpm: Mpm,
+    /// The site it is started from.
+    pub site: Site,
     pub root: PathBuf,
     pub ports: Ports,
     httpd: Httpd,
@@ -38,10 +40,10 @@ pub struct Server {
     stopping: AtomicBool,
 }
 
-/// Two free ports that 127.0.0.1, .2 and .3 can all bind (a moment ago).
+/// Two free ports that every address of the site can bind (a moment ago).
 fn free_ports() -> Result<Ports, String> {
     let bindable_everywhere = |p: u16| {
-        ["127.0.0.2", "127.0.0.3"]
+        site::ADDRESSES[1..]
             .iter()
             .all(|ip| TcpListener::bind((*ip, p)).is_ok())
     };
@@ -52,14 +54,15 @@ fn free_ports() -> Result<Ports, String> {
             return Ok(Ports { plain, tls });
         }
     }
-    Err("no pair of ports free on 127.0.0.1-3 in 20 tries".into())
+    Err("no pair of ports free on 127.0.0.1-8 in 20 tries".into())
 }
 
 impl Server {
-    /// Writes a ServerRoot under `run_dir` for `mpm` (the certificate copied from
-    /// `certs`) and starts it; checks that mod_status names the MPM.
+    /// Writes a ServerRoot under `run_dir` for `mpm` and `site` (the certificate copied
+    /// from `certs`) and starts it; checks that mod_status names the MPM.
     pub fn start(
         mpm: Mpm,
+        site: Site,
         rworker_so: &Path,
         certs: &Path,
         run_dir: &Path,
@@ -75,6 +78,7 @@ impl Server {
         }
         let mut server = Server {
             mpm,
+            site,
             root,
             ports: Ports { plain: 0, tls: 0 },
             httpd,
@@ -89,7 +93,13 @@ impl Server {
     fn start_on_free_ports(&mut self) -> Result<(), String> {
         for attempt in 0..3 {
             self.ports = free_ports()?;
-            let conf = site::conf(&self.root, self.ports, self.mpm, &self.rworker_so);
+            let conf = site::conf(
+                &self.root,
+                self.ports,
+                self.mpm,
+                &self.rworker_so,
+                self.site,
+            );
             fs::write(&self.httpd.conf, conf).map_err(|e| format!("write httpd.conf: {e}"))?;
             let _ = fs::write(&self.httpd.error_log, "");
             match self.httpd.start(self.ports.plain, START_TIMEOUT) {
@@ -228,6 +238,11 @@ impl Server {
     /// The error log's path.
     pub fn error_log(&self) -> &Path {
         &self.httpd.error_log
+    }
+
+    /// The access log's path (the template's `CustomLog`).
+    pub fn access_log(&self) -> PathBuf {
+        self.root.join("logs/access.log")
     }
 
     /// Stops the server by its pidfile. Returns whether it took SIGKILL.

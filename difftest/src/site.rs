@@ -38,6 +38,22 @@ pub const REQTIMEOUT_DEFAULT: f64 = 20.0;
 pub const HANDSHAKE_TIMEOUT: f64 = 2.0;
 /// `l.test`: `LimitRequestBody`.
 pub const LIMIT_REQUEST_BODY: usize = 1000;
+/// `lim.test` (127.0.0.4): `LimitRequestLine`, `LimitRequestFieldSize`,
+/// `LimitRequestFields`.
+pub const LIMIT_REQUEST_LINE: usize = 64;
+pub const LIMIT_REQUEST_FIELD_SIZE: usize = 64;
+pub const LIMIT_REQUEST_FIELDS: usize = 4;
+/// `rt.test` (127.0.0.5): `RequestReadTimeout header=2-4,MinRate=500`: the first limit, the
+/// most it is extended to, the rate.
+pub const REQTIMEOUT_RATE_FIRST: f64 = 2.0;
+pub const REQTIMEOUT_RATE_MAX: f64 = 4.0;
+pub const REQTIMEOUT_RATE_MIN_RATE: usize = 500;
+/// `rt.test`: `Timeout`, above its header limits.
+pub const REQTIMEOUT_RATE_TIMEOUT: f64 = 10.0;
+/// `rt-own.test` (name-based on 127.0.0.5): `RequestReadTimeout header=6`.
+pub const REQTIMEOUT_NAME_VHOST: f64 = 6.0;
+/// `rt3.test` (127.0.0.6): `RequestReadTimeout header=3`.
+pub const REQTIMEOUT_FIXED: f64 = 3.0;
 /// httpd's lingering close: at most `MAX_SECS_TO_LINGER` in all, `SECONDS_TO_LINGER`
 /// without data.
 pub const MAX_SECS_TO_LINGER: f64 = 30.0;
@@ -53,8 +69,19 @@ pub const LARGE_SENDFILE: &str = "/sf/8m.bin";
 /// body hashes.
 pub const SEQ_FILES: usize = 8;
 
-/// The plain and TLS ports of one server (each on 127.0.0.1, .2 and .3 as the template
-/// says).
+/// The addresses the plain port listens on; the TLS port on the first two.
+pub const ADDRESSES: &[&str] = &[
+    "127.0.0.1",
+    "127.0.0.2",
+    "127.0.0.3",
+    "127.0.0.4",
+    "127.0.0.5",
+    "127.0.0.6",
+    "127.0.0.7",
+    "127.0.0.8",
+];
+
+/// The plain and TLS ports of one server (on [`ADDRESSES`] as the template says).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ports {
     pub plain: u16,
@@ -74,15 +101,56 @@ pub const MODULES: &[&str] = &[
     "socache_shmcb",
     "ssl",
     "http2",
+    "log_config",
+    "remoteip",
+    "info",
+    "echo",
 ];
 
-/// The template filled for `mpm`.
-pub fn conf(root: &Path, ports: Ports, mpm: Mpm, rworker_so: &Path) -> String {
-    TEMPLATE
+/// Which site a server is started from: the template as it is, or without mod_reqtimeout
+/// (a head then meets only Timeout, read by read). Scenarios say which they need; the
+/// runner starts a pair of servers for each site a run uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Site {
+    Full,
+    WithoutReqtimeout,
+}
+
+impl Site {
+    /// Every site, in the order a run starts them.
+    pub const ALL: [Site; 2] = [Site::Full, Site::WithoutReqtimeout];
+
+    /// A suffix for the servers' directories ("" for the full site).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Site::Full => "",
+            Site::WithoutReqtimeout => "-no-reqtimeout",
+        }
+    }
+}
+
+/// The template filled for `mpm`, as `site` says.
+pub fn conf(root: &Path, ports: Ports, mpm: Mpm, rworker_so: &Path, site: Site) -> String {
+    let (modules, template): (Vec<&str>, String) = match site {
+        Site::Full => (MODULES.to_vec(), TEMPLATE.to_owned()),
+        Site::WithoutReqtimeout => (
+            MODULES
+                .iter()
+                .copied()
+                .filter(|m| *m != "reqtimeout")
+                .collect(),
+            TEMPLATE
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("RequestReadTimeout"))
+                .map(|l| format!("{l}\n"))
+                .collect(),
+        ),
+    };
+    template
         .replace("@MPM@", &mpm.conf_lines(rworker_so))
         .replace(
             "@MODULES@",
-            rworker_testkit::install::load_module_lines(MODULES).trim_end(),
+            rworker_testkit::install::load_module_lines(&modules).trim_end(),
         )
         .replace("@ROOT@", &root.display().to_string())
         .replace("@TLS_PORT@", &ports.tls.to_string())
@@ -182,6 +250,15 @@ mod tests {
             ),
             format!("    RequestReadTimeout handshake={HANDSHAKE_TIMEOUT} header="),
             format!("    LimitRequestBody {LIMIT_REQUEST_BODY}"),
+            format!("    LimitRequestLine {LIMIT_REQUEST_LINE}"),
+            format!("    LimitRequestFieldSize {LIMIT_REQUEST_FIELD_SIZE}"),
+            format!("    LimitRequestFields {LIMIT_REQUEST_FIELDS}"),
+            format!(
+                "    RequestReadTimeout header={REQTIMEOUT_RATE_FIRST}-{REQTIMEOUT_RATE_MAX},MinRate={REQTIMEOUT_RATE_MIN_RATE} "
+            ),
+            format!("    RequestReadTimeout header={REQTIMEOUT_NAME_VHOST}"),
+            format!("    Timeout {REQTIMEOUT_RATE_TIMEOUT}"),
+            format!("    RequestReadTimeout header={REQTIMEOUT_FIXED}"),
         ] {
             assert!(
                 TEMPLATE.lines().any(|l| l.starts_with(&line)),
@@ -213,8 +290,12 @@ mod tests {
             Ports { plain: 1, tls: 2 },
             Mpm::RworkerPark,
             Path::new("/x.so"),
+            Site::Full,
         );
         assert!(!c.contains('@'), "{c}");
+        for ip in ADDRESSES {
+            assert!(c.contains(&format!("Listen {ip}:1\n")), "{ip}: {c}");
+        }
         assert!(c.contains("Listen 127.0.0.2:2 https"));
         assert!(c.contains("LoadModule mpm_rworker_module /x.so"));
         assert!(
@@ -222,5 +303,32 @@ mod tests {
                 .any(|l| l.trim_start().starts_with("RWorkerKeepAlive")),
             "park is the default: {c}"
         );
+    }
+
+    /// Without mod_reqtimeout: neither its module nor a directive of its is left.
+    #[test]
+    fn the_site_without_reqtimeout_has_none() {
+        let c = conf(
+            Path::new("/r"),
+            Ports { plain: 1, tls: 2 },
+            Mpm::Event,
+            Path::new("/x.so"),
+            Site::WithoutReqtimeout,
+        );
+        assert!(
+            !c.lines()
+                .any(|l| l.trim_start().starts_with("RequestReadTimeout")),
+            "{c}"
+        );
+        assert!(!c.contains("reqtimeout_module"), "{c}");
+        assert!(c.contains("Timeout 4\n"), "{c}");
+        let full = conf(
+            Path::new("/r"),
+            Ports { plain: 1, tls: 2 },
+            Mpm::Event,
+            Path::new("/x.so"),
+            Site::Full,
+        );
+        assert!(full.contains("reqtimeout_module"), "{full}");
     }
 }

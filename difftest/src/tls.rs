@@ -84,3 +84,61 @@ pub fn partial_client_hello() -> Vec<u8> {
     b.extend_from_slice(&[0x01, 0xd1, 0x00, 0x00, 0x00]); // extensions: 465 bytes announced
     b
 }
+
+/// A whole TLS 1.3 ClientHello (SNI a.test, x25519), every byte fixed: what a client that
+/// took the plain port for the TLS one sends first. Like every real one it holds a 0x0a
+/// byte (the supported_groups extension's type), so a server reading lines finds a "line"
+/// in it.
+pub fn client_hello() -> Vec<u8> {
+    fn ext(kind: u16, body: &[u8]) -> Vec<u8> {
+        let mut e = kind.to_be_bytes().to_vec();
+        e.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        e.extend_from_slice(body);
+        e
+    }
+    let name = b"a.test";
+    let mut sni = ((name.len() + 3) as u16).to_be_bytes().to_vec();
+    sni.push(0); // host_name
+    sni.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    sni.extend_from_slice(name);
+    let mut key_share = vec![0x00, 0x24, 0x00, 0x1d, 0x00, 0x20];
+    key_share.extend((0..32u8).map(|i| i.wrapping_mul(29).wrapping_add(1)));
+    let mut extensions = Vec::new();
+    extensions.extend(ext(0x0000, &sni));
+    extensions.extend(ext(0x000a, &[0x00, 0x02, 0x00, 0x1d])); // supported_groups: x25519
+    extensions.extend(ext(0x000d, &[0x00, 0x02, 0x08, 0x04])); // signature_algorithms
+    extensions.extend(ext(0x002b, &[0x02, 0x03, 0x04])); // supported_versions: TLS 1.3
+    extensions.extend(ext(0x0033, &key_share));
+    let mut hello = vec![0x03, 0x03]; // legacy_version TLS 1.2
+    hello.extend((0..32u8).map(|i| i.wrapping_mul(37))); // random
+    hello.push(0); // no session id
+    hello.extend_from_slice(&[0x00, 0x02, 0x13, 0x01]); // TLS_AES_128_GCM_SHA256
+    hello.extend_from_slice(&[0x01, 0x00]); // null compression
+    hello.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+    hello.extend(extensions);
+    let mut handshake = vec![0x01]; // ClientHello
+    handshake.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
+    handshake.extend(hello);
+    let mut record = vec![0x16, 0x03, 0x01];
+    record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+    record.extend(handshake);
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The record's and the handshake's lengths add up, and a line ends inside it.
+    #[test]
+    fn the_client_hello_is_whole() {
+        let h = client_hello();
+        assert_eq!(u16::from_be_bytes([h[3], h[4]]) as usize, h.len() - 5);
+        assert_eq!(
+            u32::from_be_bytes([0, h[6], h[7], h[8]]) as usize,
+            h.len() - 9
+        );
+        assert!(h.contains(&b'\n'));
+        assert!(!partial_client_hello().contains(&b'\n'));
+    }
+}

@@ -22,6 +22,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: tls_idle,
         },
         Scenario {
@@ -30,6 +31,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: tls_idle_sni_vhost,
         },
         Scenario {
@@ -38,6 +40,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: h2c_idle,
         },
         Scenario {
@@ -46,6 +49,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: ping_idle,
         },
         Scenario {
@@ -54,6 +58,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: protocols_vhost,
         },
         Scenario {
@@ -62,6 +67,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: rst_stream,
         },
         Scenario {
@@ -70,6 +76,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: flow_blocked,
         },
         Scenario {
@@ -78,6 +85,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: flow_blocked_sni_vhost,
         },
         Scenario {
@@ -86,7 +94,26 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: slow_reader,
+        },
+        Scenario {
+            name: "h2c-preface-dribbled",
+            about: "h2c with prior knowledge, the preface and SETTINGS one byte per write 20 ms apart (mod_http2 looks for the preface in the first read only)",
+            group: Group::Steady,
+            fast: true,
+            signals: false,
+            site: Site::Full,
+            run: h2c_preface_dribbled,
+        },
+        Scenario {
+            name: "h2c-upgrade-dribbled",
+            about: "HTTP/1.1 Upgrade: h2c, the request one byte per write over 1 s, then the preface: the response on stream 1",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            site: Site::Full,
+            run: h2c_upgrade_dribbled,
         },
         Scenario {
             name: "h2c-upgrade",
@@ -94,6 +121,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: h2c_upgrade,
         },
     ]
@@ -279,7 +307,35 @@ fn rst_stream(t: &Target, o: &mut Observation) -> Result<(), String> {
     Ok(())
 }
 
+/// The preface dribbled: mod_http2 decides h2c or HTTP/1 on its connection's first read
+/// (24 bytes wanted, whatever came taken), so under event a preface that comes a byte at a
+/// time is an HTTP/1 request, `PRI * HTTP/2.0`. Whatever the server makes of it is
+/// recorded: an HTTP/1 answer while the preface is still coming, or h2.
+fn h2c_preface_dribbled(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let mut h = t.h1("127.0.0.1")?;
+    if let Some(ev) = super::deliver(&mut h, &H2::hello(), super::Delivery::Dribbled(0.02)) {
+        let t0 = Instant::now();
+        if super::record_event(o, "server", ev, t0, &scale(), t0).is_none() {
+            super::watch(o, "server", &mut h, t0, &scale(), 5.0);
+        }
+        return Ok(());
+    }
+    let (conn, rest) = h.into_parts();
+    let mut h = H2::after_hello(conn, rest, "http");
+    one_stream_then_idle(o, &mut h, "a.test")
+}
+
 fn h2c_upgrade(t: &Target, o: &mut Observation) -> Result<(), String> {
+    upgrade(t, o, super::Delivery::OneWrite)
+}
+
+fn h2c_upgrade_dribbled(t: &Target, o: &mut Observation) -> Result<(), String> {
+    upgrade(t, o, super::Delivery::Dribbled(1.0 / 130.0))
+}
+
+/// An HTTP/1.1 GET with `Upgrade: h2c`, sent as `how` says; the 101, then stream 1 and
+/// the connection's end.
+fn upgrade(t: &Target, o: &mut Observation, how: super::Delivery) -> Result<(), String> {
     let mut h = t.h1("127.0.0.1")?;
     let req = h1::request(
         "GET",
@@ -293,8 +349,19 @@ fn h2c_upgrade(t: &Target, o: &mut Observation) -> Result<(), String> {
         ],
         b"",
     );
-    let Some(r) = super::exchange(o, "response", &mut h, &req, 10.0) else {
-        return Ok(());
+    let first = match super::deliver(&mut h, &req, how) {
+        Some(ev) => ev,
+        None => h.next_event(after(10.0)),
+    };
+    let r = match first {
+        crate::h1::Event::Response(r, _) => {
+            o.add("response", r.summary());
+            r
+        }
+        crate::h1::Event::End(cut) => {
+            o.add("response", cut.describe());
+            return Ok(());
+        }
     };
     if r.code() != 101 {
         return Ok(());

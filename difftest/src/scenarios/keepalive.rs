@@ -18,6 +18,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: ka_server,
         },
         Scenario {
@@ -26,6 +27,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: ka_server_next,
         },
         Scenario {
@@ -34,6 +36,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: ka_name_vhost_next,
         },
         Scenario {
@@ -42,6 +45,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: ka_name_vhost_timeout_only,
         },
         Scenario {
@@ -50,6 +54,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: ka_ip_vhost_next,
         },
         Scenario {
@@ -58,6 +63,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: ka_off_name_vhost,
         },
         Scenario {
@@ -66,6 +72,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: ka_off_ip_vhost,
         },
         Scenario {
@@ -74,6 +81,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: max_requests_server,
         },
         Scenario {
@@ -82,6 +90,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: max_requests_vhost,
         },
         Scenario {
@@ -90,6 +99,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: http10_keep_alive,
         },
         Scenario {
@@ -98,6 +108,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: http10_plain,
         },
         Scenario {
@@ -106,6 +117,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: tls_ka_default,
         },
         Scenario {
@@ -114,6 +126,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: tls_ka_sni_vhost_next,
         },
     ]

@@ -1,8 +1,19 @@
 //! mod_reqtimeout: a request line, a head or a body that comes too slowly, with its default
 //! limits (127.0.0.1) and explicit ones (ip.test on 127.0.0.2, r.test); TLS handshakes
 //! that never finish, bounded by `RequestReadTimeout handshake=` or by Timeout.
+//!
+//! Heads that never complete (`rt-stall-*`, `rt-dribble-*`): a partial request line, and a
+//! request line with a partial header, then silence, or a head dribbled too slowly; under
+//! a rate (rt.test, `header=2-4,MinRate=500`: the bytes read extend the limit), a fixed
+//! limit (rt3.test, `header=3`), a name-based vhost's own limit (rt-own.test), and without
+//! mod_reqtimeout at all (a site of its own: Timeout alone, read by read). Times are from
+//! the first byte; what the client got, and the access log's line. mod_reqtimeout waits
+//! at least 1 s once less is left, so a cut can come up to 1 s late: the scales' windows
+//! allow that (and the measured time is noted, not compared).
 
-use super::{after, watch, Group, Scenario, Target};
+use super::{
+    after, deliver, record_event, side_by_side, watch, Case, Delivery, Group, Scenario, Target,
+};
 use crate::h1::{self, Event, H1};
 use crate::observe::{Observation, Scale};
 use crate::site::*;
@@ -17,6 +28,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: line_explicit,
         },
         Scenario {
@@ -26,6 +38,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: line_default,
         },
         Scenario {
@@ -34,6 +47,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: headers_explicit,
         },
         Scenario {
@@ -42,6 +56,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: headers_default,
         },
         Scenario {
@@ -50,6 +65,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: body_explicit,
         },
         Scenario {
@@ -58,6 +74,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: body_name_vhost,
         },
         Scenario {
@@ -66,6 +83,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: body_default,
         },
         Scenario {
@@ -74,6 +92,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: handshake_reqtimeout,
         },
         Scenario {
@@ -83,7 +102,71 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: handshake_timeout,
+        },
+        Scenario {
+            name: "rt-stall-rate",
+            about: "rt.test (header=2-4,MinRate=500, Timeout 10): a partial request line; a request line and a partial header; the same after 600 and 2000 bytes of header; then nothing",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            site: Site::Full,
+            run: stall_rate,
+        },
+        Scenario {
+            name: "rt-stall-fixed",
+            about: "rt3.test (header=3): a partial request line; a request line and a partial header; then nothing",
+            group: Group::Steady,
+            fast: true,
+            signals: false,
+            site: Site::Full,
+            run: stall_fixed,
+        },
+        Scenario {
+            name: "rt-stall-name-vhost",
+            about: "127.0.0.5, Host: rt-own.test (its own header=6; the address's header=2-4): a partial header, then nothing",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            site: Site::Full,
+            run: stall_name_vhost,
+        },
+        Scenario {
+            name: "rt-dribble-rate",
+            about: "rt.test (header=2-4,MinRate=500): a head one byte per 0.25 s, never done in time",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            site: Site::Full,
+            run: dribble_rate,
+        },
+        Scenario {
+            name: "rt-dribble-fixed",
+            about: "rt3.test (header=3): a head one byte per 0.25 s, never done in time",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            site: Site::Full,
+            run: dribble_fixed,
+        },
+        Scenario {
+            name: "rt-stall-no-reqtimeout",
+            about: "without mod_reqtimeout (Timeout 4): a partial request line; a request line and a partial header; then nothing",
+            group: Group::Steady,
+            fast: true,
+            signals: false,
+            site: Site::WithoutReqtimeout,
+            run: stall_no_reqtimeout,
+        },
+        Scenario {
+            name: "rt-dribble-no-reqtimeout",
+            about: "without mod_reqtimeout (Timeout 4): a head one byte per 0.15 s, 6.5 s in all: each read within Timeout",
+            group: Group::Steady,
+            fast: false,
+            signals: false,
+            site: Site::WithoutReqtimeout,
+            run: dribble_no_reqtimeout,
         },
     ]
 }
@@ -212,4 +295,280 @@ fn handshake_reqtimeout(t: &Target, o: &mut Observation) -> Result<(), String> {
 
 fn handshake_timeout(t: &Target, o: &mut Observation) -> Result<(), String> {
     handshake(t, o, "127.0.0.2")
+}
+
+/// What a stalled or dribbled head gets: every response and the end, times from `t0` (its
+/// first byte) in `scale`'s buckets, the measured times noted.
+fn watch_noting(o: &mut Observation, h: &mut H1, t0: Instant, scale: &Scale, limit: f64) {
+    let deadline = after(limit);
+    loop {
+        let ev = h.next_event(deadline);
+        let (at, what) = match &ev {
+            Event::Response(r, at) => (*at, format!("{} at", r.code())),
+            Event::End(cut) => (cut.at, cut.describe()),
+        };
+        let quiet = matches!(&ev, Event::End(cut) if cut.end.is_none());
+        let done = record_event(o, "server", ev, t0, scale, deadline);
+        if !quiet {
+            o.note(
+                "measured",
+                format!(
+                    "{what} {:.2} s",
+                    at.saturating_duration_since(t0).as_secs_f64()
+                ),
+            );
+        }
+        if done.is_some() {
+            return;
+        }
+    }
+}
+
+/// `bytes` to `ip` in one write, then nothing: what the server does within 12 s, and the
+/// access log's line.
+fn stall(
+    t: &Target,
+    o: &mut Observation,
+    ip: &str,
+    bytes: &[u8],
+    scale: &Scale,
+) -> Result<(), String> {
+    let mark = t.log_mark();
+    let mut h = t.h1(ip)?;
+    let port = h.conn.local_port();
+    let t0 = Instant::now();
+    h.send(bytes)?;
+    watch_noting(o, &mut h, t0, scale, 12.0);
+    t.record_log(o, mark, port, ip, 1);
+    Ok(())
+}
+
+/// `bytes` to `ip` one byte per `gap` s until the server acts.
+fn dribble(
+    t: &Target,
+    o: &mut Observation,
+    ip: &str,
+    bytes: &[u8],
+    gap: f64,
+    scale: &Scale,
+) -> Result<(), String> {
+    let mark = t.log_mark();
+    let mut h = t.h1(ip)?;
+    let port = h.conn.local_port();
+    let t0 = Instant::now();
+    match deliver(&mut h, bytes, Delivery::Dribbled(gap)) {
+        Some(ev) => {
+            let (at, what) = match &ev {
+                Event::Response(r, at) => (*at, format!("{} at", r.code())),
+                Event::End(cut) => (cut.at, cut.describe()),
+            };
+            o.note(
+                "measured",
+                format!(
+                    "{what} {:.2} s",
+                    at.saturating_duration_since(t0).as_secs_f64()
+                ),
+            );
+            if record_event(o, "server", ev, t0, scale, after(12.0)).is_none() {
+                watch_noting(o, &mut h, t0, scale, 12.0);
+            }
+        }
+        None => {
+            o.add("head", "sent whole");
+            watch_noting(o, &mut h, t0, scale, 12.0);
+        }
+    }
+    t.record_log(o, mark, port, ip, 1);
+    Ok(())
+}
+
+/// A request line to `host`, X-Pad fields of at most 100 bytes, then a partial header:
+/// `total` bytes in all (at least a few hundred), each of which extends a rate's limit.
+fn padded_partial(host: &str, total: usize) -> Vec<u8> {
+    const TAIL: &str = "X-Partial: ab";
+    let mut head = format!("GET /index.html HTTP/1.1\r\nHost: {host}\r\n");
+    let mut n = 0;
+    loop {
+        let left = total.saturating_sub(head.len() + TAIL.len());
+        if left == 0 {
+            break;
+        }
+        n += 1;
+        let name = format!("X-Pad-{n:02}: ");
+        // A field with a one-byte value is the least that can be left for the next.
+        let least = name.len() + 3;
+        let take = if left <= 100 {
+            left.max(least)
+        } else if left - 100 >= least {
+            100
+        } else {
+            left - least
+        };
+        head.push_str(&name);
+        head.push_str(&"p".repeat(take - name.len() - 2));
+        head.push_str("\r\n");
+    }
+    head.push_str(TAIL);
+    head.into_bytes()
+}
+
+/// The partial request line and the partial header every `rt-stall-*` sends.
+const PARTIAL_LINE: &[u8] = b"GET /index.html HT";
+
+fn partial_header(host: &str) -> Vec<u8> {
+    format!("GET /index.html HTTP/1.1\r\nHost: {host}\r\nX-Partial: ab").into_bytes()
+}
+
+/// rt.test's marks: its first limit, its most, its Timeout; `extra` beside them.
+fn rate_scale(extra: &[(f64, &str)]) -> Scale {
+    let mut marks = vec![
+        (REQTIMEOUT_RATE_FIRST, "header=2-4 first"),
+        (REQTIMEOUT_RATE_MAX, "header=2-4 most"),
+        (REQTIMEOUT_RATE_TIMEOUT, "vhost Timeout"),
+    ];
+    marks.extend_from_slice(extra);
+    Scale::new(&marks)
+}
+
+fn stall_rate(t: &Target, o: &mut Observation) -> Result<(), String> {
+    // 600 bytes read: the first 2 s extended by 1.2 s. 2000: by 4 s, beyond the most.
+    let extended = REQTIMEOUT_RATE_FIRST + 600.0 / REQTIMEOUT_RATE_MIN_RATE as f64;
+    let cases: Vec<Case> = vec![
+        (
+            "partial request line".into(),
+            Box::new(move |o: &mut Observation| {
+                stall(t, o, "127.0.0.5", PARTIAL_LINE, &rate_scale(&[]))
+            }),
+        ),
+        (
+            "partial header".into(),
+            Box::new(move |o: &mut Observation| {
+                stall(
+                    t,
+                    o,
+                    "127.0.0.5",
+                    &partial_header("rt.test"),
+                    &rate_scale(&[]),
+                )
+            }),
+        ),
+        (
+            "600 B, then a partial header".into(),
+            Box::new(move |o: &mut Observation| {
+                // Only this case's marks: 3.2 s sits inside the most's window.
+                let scale = Scale::new(&[
+                    (REQTIMEOUT_RATE_FIRST, "header=2-4 first"),
+                    (extended, "first + 600 B at MinRate"),
+                    (REQTIMEOUT_RATE_TIMEOUT, "vhost Timeout"),
+                ]);
+                stall(t, o, "127.0.0.5", &padded_partial("rt.test", 600), &scale)
+            }),
+        ),
+        (
+            "2000 B, then a partial header".into(),
+            Box::new(move |o: &mut Observation| {
+                let scale = rate_scale(&[(6.0, "first + 2000 B at MinRate, past the most")]);
+                stall(t, o, "127.0.0.5", &padded_partial("rt.test", 2000), &scale)
+            }),
+        ),
+    ];
+    side_by_side(o, cases)
+}
+
+fn fixed_scale() -> Scale {
+    Scale::new(&[(REQTIMEOUT_FIXED, "header=3"), (TIMEOUT, "Timeout")])
+}
+
+fn stall_fixed(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let cases: Vec<Case> = vec![
+        (
+            "partial request line".into(),
+            Box::new(move |o: &mut Observation| {
+                stall(t, o, "127.0.0.6", PARTIAL_LINE, &fixed_scale())
+            }),
+        ),
+        (
+            "partial header".into(),
+            Box::new(move |o: &mut Observation| {
+                stall(
+                    t,
+                    o,
+                    "127.0.0.6",
+                    &partial_header("rt3.test"),
+                    &fixed_scale(),
+                )
+            }),
+        ),
+    ];
+    side_by_side(o, cases)
+}
+
+fn stall_name_vhost(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let scale = Scale::new(&[
+        (REQTIMEOUT_RATE_FIRST, "the address's header=2-4"),
+        (REQTIMEOUT_NAME_VHOST, "rt-own.test's header=6"),
+        (REQTIMEOUT_RATE_TIMEOUT, "vhost Timeout"),
+    ]);
+    stall(t, o, "127.0.0.5", &partial_header("rt-own.test"), &scale)
+}
+
+fn dribble_rate(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let head = h1::get("rt.test", "/index.html");
+    dribble(t, o, "127.0.0.5", &head, 0.25, &rate_scale(&[]))
+}
+
+fn dribble_fixed(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let head = h1::get("rt3.test", "/index.html");
+    dribble(t, o, "127.0.0.6", &head, 0.25, &fixed_scale())
+}
+
+fn timeout_scale() -> Scale {
+    Scale::new(&[(TIMEOUT, "Timeout")])
+}
+
+fn stall_no_reqtimeout(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let cases: Vec<Case> = vec![
+        (
+            "partial request line".into(),
+            Box::new(move |o: &mut Observation| {
+                stall(t, o, "127.0.0.1", PARTIAL_LINE, &timeout_scale())
+            }),
+        ),
+        (
+            "partial header".into(),
+            Box::new(move |o: &mut Observation| {
+                stall(
+                    t,
+                    o,
+                    "127.0.0.1",
+                    &partial_header("a.test"),
+                    &timeout_scale(),
+                )
+            }),
+        ),
+    ];
+    side_by_side(o, cases)
+}
+
+fn dribble_no_reqtimeout(t: &Target, o: &mut Observation) -> Result<(), String> {
+    let head = h1::get("a.test", "/index.html");
+    let gap = 6.5 / head.len() as f64;
+    let scale = Scale::new(&[(TIMEOUT, "Timeout"), (6.5, "the head's last byte")]);
+    dribble(t, o, "127.0.0.1", &head, gap, &scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_heads_have_the_length_asked() {
+        for total in [300, 600, 2000, 2013, 2099] {
+            let h = padded_partial("rt.test", total);
+            assert_eq!(h.len(), total);
+            assert!(h.ends_with(b"X-Partial: ab"));
+            let text = String::from_utf8_lossy(&h).into_owned();
+            assert!(text.split("\r\n").all(|l| l.len() <= 100), "{text}");
+        }
+    }
 }

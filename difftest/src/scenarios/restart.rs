@@ -127,6 +127,46 @@ fn slow_head(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
     Ok(())
 }
 
+/// A head one byte per write over 2 s, the signal 0.5 s in.
+fn dribble_head(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
+    let mut h = t.h1("127.0.0.1")?;
+    let req = h1::request(
+        "GET",
+        "a.test",
+        "/index.html",
+        "HTTP/1.1",
+        &["User-Agent: rworker-diff", "Accept: */*"],
+        b"",
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let early = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(500));
+            let _ = tx.send(send(t, s));
+        });
+        super::deliver(&mut h, &req, super::Delivery::over(2.0, &req))
+    });
+    let at = match rx.recv() {
+        Ok(Ok(at)) => at,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err("the signal's thread sent nothing".into()),
+    };
+    // Not the usual 1 s mark: the head ends 1.5 s after the signal, inside its window.
+    let scale = Scale::new(&[
+        (1.5, "the head's end"),
+        (GRACEFUL_SHUTDOWN, "GracefulShutdownTimeout"),
+        (1.5 + KEEP_ALIVE, "KeepAliveTimeout after the head"),
+    ]);
+    if let Some(ev) = early {
+        o.add("head", "cut short");
+        if super::record_event(o, "server", ev, at, &scale, after(10.0)).is_some() {
+            return Ok(());
+        }
+    }
+    watch(o, "server", &mut h, at, &scale, 10.0);
+    Ok(())
+}
+
 /// Half a body (POST /echo), the signal, the rest 0.5 s later.
 fn slow_body(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
     let mut h = t.h1("127.0.0.1")?;
@@ -282,6 +322,7 @@ macro_rules! signalled {
                     group: Group::Exclusive,
                     fast: $fast,
                     signals: true,
+                    site: Site::Full,
                     run: $g,
                 },
                 Scenario {
@@ -290,6 +331,7 @@ macro_rules! signalled {
                     group: Group::Stops,
                     fast: $fast,
                     signals: true,
+                    site: Site::Full,
                     run: $gs,
                 }]);
             )*
@@ -302,6 +344,7 @@ signalled! {
     "ka-idle", "an idle keep-alive connection (ip.test, KeepAliveTimeout 5), the signal 0.3 s after its response", ka_idle, true, ka_idle_g, ka_idle_gs;
     "ka-next", "an idle keep-alive connection, the signal, a next request 0.3 s later", ka_next, false, ka_next_g, ka_next_gs;
     "slow-head", "half a head, the signal, the rest 0.5 s later", slow_head, false, slow_head_g, slow_head_gs;
+    "dribble-head", "a head one byte per write over 2 s, the signal 0.5 s in", dribble_head, false, dribble_head_g, dribble_head_gs;
     "slow-body", "half a POST body, the signal, the rest 0.5 s later", slow_body, false, slow_body_g, slow_body_gs;
     "download", "8 MiB to a reader that takes 5 s, the signal 0.5 s in", download, true, download_g, download_gs;
     "download-sendfile", "8 MiB with EnableSendfile On (write completion) to a reader that takes 5 s, the signal 0.5 s in", download_sendfile, false, download_sendfile_g, download_sendfile_gs;

@@ -7,7 +7,7 @@
 use super::{exchange, Group, Scenario, Target};
 use crate::h1::{self, H1};
 use crate::observe::Observation;
-use crate::site::LARGE_SENDFILE;
+use crate::site::{Site, LARGE_SENDFILE};
 use crate::status::{self, Status};
 use rworker_testkit::wait::wait_until;
 use std::time::Duration;
@@ -19,6 +19,7 @@ pub fn scenarios() -> Vec<Scenario> {
         group: Group::Exclusive,
         fast: true,
         signals: false,
+        site: Site::Full,
         run: counts,
     },
     Scenario {
@@ -27,6 +28,7 @@ pub fn scenarios() -> Vec<Scenario> {
         group: Group::Exclusive,
         fast: true,
         signals: false,
+        site: Site::Full,
         run: download_sendfile,
     }]
 }

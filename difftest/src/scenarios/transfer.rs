@@ -16,7 +16,7 @@
 //! handler again (server-status during it: a worker busy for it under event and `park`,
 //! sendfile on or not), and write completion sees the last records, with TLS's own wants.
 
-use super::{after, exchange, response, watch, Group, Scenario, Target};
+use super::{after, exchange, response, timed_response, watch, Group, Scenario, Target};
 use crate::conn::{Conn, End, Got};
 use crate::h1::{self, Event, H1};
 use crate::observe::{secs, Observation, Scale};
@@ -34,6 +34,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: pipeline_one_packet,
         },
         Scenario {
@@ -42,6 +43,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: pipeline_split,
         },
         Scenario {
@@ -50,6 +52,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: expect_100,
         },
         Scenario {
@@ -58,6 +61,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: chunked_upload,
         },
         Scenario {
@@ -66,6 +70,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: over_limit_then_stops,
         },
         Scenario {
@@ -74,6 +79,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: over_limit_keeps_sending,
         },
         Scenario {
@@ -82,6 +88,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: half_close,
         },
         Scenario {
@@ -90,6 +97,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: download_slow_reader,
         },
         Scenario {
@@ -98,6 +106,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: download_slow_reader_sendfile,
         },
         Scenario {
@@ -106,6 +115,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: download_slow_reader_tls,
         },
         Scenario {
@@ -114,6 +124,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: download_stalled,
         },
         Scenario {
@@ -122,6 +133,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: download_stalled_vhost,
         },
         Scenario {
@@ -130,6 +142,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: true,
             signals: false,
+            site: Site::Full,
             run: download_stalled_sendfile,
         },
         Scenario {
@@ -138,6 +151,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Steady,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: download_stalled_sendfile_vhost,
         },
         Scenario {
@@ -146,6 +160,7 @@ pub fn scenarios() -> Vec<Scenario> {
             group: Group::Exclusive,
             fast: false,
             signals: false,
+            site: Site::Full,
             run: client_reset,
         },
     ]
@@ -156,9 +171,12 @@ fn ka_scale() -> Scale {
 }
 
 /// Reads the responses to `n` pipelined requests, then watches the connection.
+/// Reads the responses to `n` pipelined requests (each with its time from the last write:
+/// one left unread in a buffer would come only at a timeout), then watches the connection.
 fn read_pipelined(h: &mut H1, o: &mut Observation, n: usize) {
+    let sent = Instant::now();
     for i in 1..=n {
-        if response(o, &format!("response {i}"), h, 10.0).is_none() {
+        if timed_response(o, &format!("response {i}"), h, sent, &ka_scale(), 10.0).is_none() {
             return;
         }
     }
