@@ -31,8 +31,27 @@ const ONE_MORE_REQUEST_THREAD: &str = "at a graceful restart or stop, thread wai
 /// Deliberate: GracefulShutdownTimeout in the children (docs/design.md, "Process model").
 const CHILDREN_HONOUR_GRACEFUL_SHUTDOWN: &str = "rworker's children honour GracefulShutdownTimeout (3 s): what is still open then is cut; the stock MPM's child kept it past that (an idle connection until its KeepAliveTimeout, a download to its end).";
 
+/// Deliberate: park reads a request head without a thread (docs/design.md, "Request heads
+/// without a thread").
+const HEAD_PARKED: &str = "park reads a request head without a thread: a connection whose head is still arriving waits parked (ConnsTotal), not on a worker in R; event's worker reads it.";
+
+/// Deliberate: park reads h2's preface whole before mod_http2 peeks at it.
+const PREFACE_READ_WHOLE: &str = "park hands the core a head once it can decide on it, and h2's 24-byte preface is such a head: a dribbled preface is h2c, as event serves it when the preface comes in one read; event's mod_http2 looks at its first read only and answers the rest as HTTP/1 (400).";
+
 /// Every known difference.
 pub const KNOWN: &[Known] = &[
+    Known {
+        scenario: "status-counts",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: HEAD_PARKED,
+    },
+    Known {
+        scenario: "h2c-preface-dribbled",
+        pair: "event/park",
+        kind: Kind::Deliberate,
+        why: PREFACE_READ_WHOLE,
+    },
     Known {
         scenario: "ka-idle+graceful",
         pair: "event/park",
