@@ -13,7 +13,7 @@ use std::ptr::{self, NonNull};
 use std::time::Duration;
 
 use crate::ffi::conn::create_conn_rec;
-use crate::ffi::head_buffer::{speaks_http1, HeadBuffer, HeadRead};
+use crate::ffi::head_buffer::{self, HeadBuffer, HeadRead};
 use crate::ffi::pool::Pool;
 use crate::ffi::socket::ClientSocket;
 use crate::ffi::thread::CurrentThread;
@@ -60,6 +60,10 @@ pub struct AsyncConn {
     registered: bool,
     /// Where its request heads are read (`head_buffer`).
     heads: Heads,
+    /// The head being read.
+    head: Head,
+    /// A brigade for peeking at heads, in ptrans (made at the first peek).
+    peek_bb: *mut sys::apr_bucket_brigade,
 }
 
 /// Who reads a connection's request heads.
@@ -67,10 +71,23 @@ pub struct AsyncConn {
 enum Heads {
     /// Not decided yet (before its first request).
     Undecided,
-    /// The core, blocking (TLS, another protocol: `HeadBuffer::attach`).
+    /// The core, blocking (TLS, another protocol: `head_buffer::eligible`).
     Core,
-    /// The MPM, without blocking, into this buffer (it lives in the connection's pool).
+    /// The MPM, without blocking; no head of it has needed a buffer yet.
+    Peeked,
+    /// The MPM, into this buffer (it lives in the connection's pool).
     Buffered(NonNull<HeadBuffer>),
+}
+
+/// Where the head being read is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Head {
+    /// None is being read.
+    None,
+    /// One began at this time and has not been looked at yet.
+    Began(u64),
+    /// It is being read into the buffer.
+    Buffering,
 }
 
 // SAFETY: the conn_rec and everything it points to live in `ptrans`, which moves with
@@ -118,6 +135,8 @@ impl AsyncConn {
                 lingering: false,
                 registered: false,
                 heads: Heads::Undecided,
+                head: Head::None,
+                peek_bb: ptr::null_mut(),
             })
         }
     }
@@ -197,31 +216,68 @@ impl AsyncConn {
     /// bytes of it have arrived): true when this thread reads it without blocking
     /// (`read_head`), false when the core is to read it as it always does.
     pub fn begin_head(&mut self, now: u64) -> bool {
-        if let Heads::Undecided = self.heads {
-            // SAFETY: the connection is ours, before its first request.
-            self.heads = match unsafe { HeadBuffer::attach(self.c(), now) } {
-                Some(b) => Heads::Buffered(b),
-                None => Heads::Core,
-            };
-        }
-        // SAFETY: the connection is ours.
-        if matches!(self.heads, Heads::Buffered(_)) && !unsafe { speaks_http1(self.c()) } {
-            // A protocol took the connection over (h2 after an Upgrade): its own reads.
-            self.heads = Heads::Core;
-        }
-        let per_read = self.socket_timeout();
-        match self.head_buffer() {
-            Some(b) => {
-                b.begin(now, per_read);
-                true
+        let c = self.c();
+        // SAFETY: the connection is ours, between requests.
+        self.heads = match self.heads {
+            Heads::Undecided if unsafe { head_buffer::eligible(c) } => Heads::Peeked,
+            Heads::Undecided => Heads::Core,
+            // A protocol took the connection over (h2 after an Upgrade, TLS after an RFC
+            // 2817 upgrade): its own reads from now on.
+            Heads::Peeked | Heads::Buffered(_) if !unsafe { head_buffer::speaks_http1(c) } => {
+                Heads::Core
             }
-            None => false,
+            h => h,
+        };
+        if let Heads::Core = self.heads {
+            self.head = Head::None;
+            return false;
         }
+        self.head = Head::Began(now);
+        true
     }
 
-    /// Reads what has arrived of the head begun with `begin_head`, without blocking.
+    /// Reads what has arrived of the head begun with `begin_head`, without blocking. A head
+    /// that is there whole (the common case) is only looked at, in the core's own buffer
+    /// (`head_buffer::peek_ready`); one that is not is read into the connection's buffer,
+    /// made at its first such head.
     pub fn read_head(&mut self, now: u64) -> HeadRead {
+        if let Head::Began(began) = self.head {
+            let leftover = self.head_buffer().is_some_and(|b| b.has_pending());
+            if !leftover && self.peek_ready() {
+                self.head = Head::None;
+                return HeadRead::Ready;
+            }
+            if let Heads::Peeked = self.heads {
+                // SAFETY: the connection is ours, between requests.
+                self.heads = match unsafe { HeadBuffer::attach(self.c(), began) } {
+                    Some(b) => Heads::Buffered(b),
+                    None => Heads::Core,
+                };
+            }
+            let per_read = self.socket_timeout();
+            match self.head_buffer() {
+                Some(b) => b.begin(began, per_read),
+                None => {
+                    self.head = Head::None;
+                    return HeadRead::Ready; // the core reads it
+                }
+            }
+            self.head = Head::Buffering;
+        }
         self.head_buffer().map_or(HeadRead::Ready, |b| b.read(now))
+    }
+
+    /// `head_buffer::peek_ready` with the connection's brigade.
+    fn peek_ready(&mut self) -> bool {
+        let c = self.c();
+        // SAFETY: the connection is ours; the brigade lives in its pool (ptrans) and is
+        // emptied after each peek.
+        unsafe {
+            if self.peek_bb.is_null() {
+                self.peek_bb = sys::apr_brigade_create((*c).pool, (*c).bucket_alloc);
+            }
+            head_buffer::peek_ready(c, self.peek_bb)
+        }
     }
 
     /// When the head being read is due (None: the core reads this connection's heads).
@@ -241,7 +297,7 @@ impl AsyncConn {
             // SAFETY: the buffer lives in ptrans, which this value owns; the core reads it
             // only inside process(), which takes &mut self as this borrow does.
             Heads::Buffered(mut b) => Some(unsafe { b.as_mut() }),
-            Heads::Undecided | Heads::Core => None,
+            Heads::Undecided | Heads::Core | Heads::Peeked => None,
         }
     }
 

@@ -93,49 +93,27 @@ pub struct HeadBuffer {
 }
 
 impl HeadBuffer {
-    /// Gives connection `c` a head buffer and its filter, if a head of `c` can be read
-    /// here: an HTTP/1 connection without TLS, not taken by another protocol, on a server
-    /// whose mod_reqtimeout configuration reads as expected. None: the stock path reads
-    /// its heads (as under every MPM).
+    /// Gives connection `c` (one that [`eligible`] let through) a head buffer and its
+    /// filter. None when its server's mod_reqtimeout configuration does not read as
+    /// expected: then the stock path reads its heads (as under every MPM).
     ///
     /// # Safety
-    /// `c` is a live primary connection the calling thread holds, before its first request.
+    /// `c` is a live primary connection the calling thread holds, between requests.
     pub unsafe fn attach(c: *mut sys::conn_rec, now: u64) -> Option<NonNull<HeadBuffer>> {
         let rec = FILTER_REC.load(Ordering::Relaxed);
-        // SAFETY: the caller's contract; the protocol functions read the connection and its
-        // server's configuration only.
+        // SAFETY: the caller's contract; the configuration is the running one.
         unsafe {
-            if rec.is_null() || !(*c).master.is_null() || (*c).aborted != 0 {
+            let stage = reqtimeout::header_stage((*c).base_server);
+            if rec.is_null() || stage == Stage::Unknown {
                 return None;
             }
-            if !speaks_http1(c) || !serves_http(c) {
-                return None;
-            }
-            let http1 = sys::AP_PROTOCOL_HTTP1.as_ptr() as *const std::os::raw::c_char;
-            if sys::ap_is_allowed_protocol(c, ptr::null_mut(), ptr::null_mut(), http1) == 0 {
-                return None;
-            }
-            let s = (*c).base_server;
-            let stage = reqtimeout::header_stage(s);
-            if stage == Stage::Unknown {
-                return None;
-            }
-            let limits = Limits {
-                line: (*s).limit_req_line.max(0) as usize,
-                field: (*s).limit_req_fieldsize.max(0) as usize,
-                fields: (*s).limit_req_fields.max(0) as usize,
-                fields_unlimited: sys::DEFAULT_LIMIT_REQUEST_FIELDS as usize,
-                blank_lines: sys::DEFAULT_LIMIT_BLANK_LINES as usize,
-                piece: sys::HUGE_STRING_LEN as usize,
-                proxy_header: has_filter(c, REMOTEIP_PROXY),
-            };
             let bb = sys::apr_brigade_create((*c).pool, (*c).bucket_alloc);
             let buf = Box::into_raw(Box::new(HeadBuffer {
                 bytes: Vec::new(),
                 start: 0,
                 scan: HeadScan::new(),
                 clock: HeadClock::start(now, None, Duration::ZERO),
-                limits,
+                limits: limits_of(c),
                 stage,
                 expired: false,
                 filter: ptr::null_mut(),
@@ -151,6 +129,12 @@ impl HeadBuffer {
             (*buf).filter = f;
             NonNull::new(buf).filter(|_| !f.is_null())
         }
+    }
+
+    /// Whether bytes of the next head are buffered here already (read ahead with the last
+    /// one).
+    pub fn has_pending(&self) -> bool {
+        self.start < self.bytes.len()
     }
 
     /// A new head begins at `now` (its first read; the core's next blocking read would
@@ -276,6 +260,88 @@ enum Got {
     Bytes(usize),
     Nothing,
     End,
+}
+
+/// Whether the MPM may read `c`'s request heads: an HTTP/1 connection without TLS, not
+/// taken by another protocol, on an HTTP listener, whose `Protocols` allow http/1.1. Else
+/// the stock path reads them, as under every MPM.
+///
+/// # Safety
+/// `c` is a live connection the calling thread holds, before its first request.
+pub unsafe fn eligible(c: *mut sys::conn_rec) -> bool {
+    let http1 = sys::AP_PROTOCOL_HTTP1.as_ptr() as *const std::os::raw::c_char;
+    // SAFETY: the caller's contract; the protocol functions read the connection and its
+    // server's configuration only.
+    unsafe {
+        !FILTER_REC.load(Ordering::Relaxed).is_null()
+            && (*c).master.is_null()
+            && (*c).aborted == 0
+            && speaks_http1(c)
+            && serves_http(c)
+            && sys::ap_is_allowed_protocol(c, ptr::null_mut(), ptr::null_mut(), http1) != 0
+    }
+}
+
+/// The limits `c`'s heads are read under (its base server's, as the core reads a head).
+///
+/// # Safety
+/// `c` is a live connection the calling thread holds.
+unsafe fn limits_of(c: *mut sys::conn_rec) -> Limits {
+    // SAFETY: the caller's contract; the server is the running configuration's.
+    unsafe {
+        let s = (*c).base_server;
+        Limits {
+            line: (*s).limit_req_line.max(0) as usize,
+            field: (*s).limit_req_fieldsize.max(0) as usize,
+            fields: (*s).limit_req_fields.max(0) as usize,
+            fields_unlimited: sys::DEFAULT_LIMIT_REQUEST_FIELDS as usize,
+            blank_lines: sys::DEFAULT_LIMIT_BLANK_LINES as usize,
+            piece: sys::HUGE_STRING_LEN as usize,
+            proxy_header: has_filter(c, REMOTEIP_PROXY),
+        }
+    }
+}
+
+/// Looks at what has arrived of a head in the core's own input filter without taking it
+/// (a non-blocking AP_MODE_SPECULATIVE read of the core's filter, below every other, into
+/// `bb`): true when the core can read and decide on the head now, from its own buffer, as
+/// it always does (the common case: a fast client's head comes whole, and with `AcceptFilter
+/// http data` it is there at accept). Nothing is copied to a buffer of the connection's and
+/// no filter is added then. False: it is not there yet (or the peek could not tell), and
+/// the head is to be read into a [`HeadBuffer`].
+///
+/// # Safety
+/// `c` is a live connection the calling thread holds, between requests; `bb` a brigade of
+/// its pool.
+pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade) -> bool {
+    let lim = unsafe { limits_of(c) };
+    let mut seen = [0u8; sys::HUGE_STRING_LEN as usize];
+    // SAFETY: the caller's contract; the chain's last filter is the core's, which answers a
+    // non-blocking speculative read from what it holds or one recv, and keeps the bytes.
+    let n = unsafe {
+        let mut f = (*c).input_filters;
+        while !f.is_null() && !(*f).next.is_null() {
+            f = (*f).next;
+        }
+        if f.is_null() {
+            return false;
+        }
+        let rv = sys::ap_get_brigade(
+            f,
+            bb,
+            sys::ap_input_mode_t_AP_MODE_SPECULATIVE,
+            sys::apr_read_type_e_APR_NONBLOCK_READ,
+            seen.len() as sys::apr_off_t,
+        );
+        let mut n = seen.len() as sys::apr_size_t;
+        let flat = rv == 0 && sys::apr_brigade_flatten(bb, seen.as_mut_ptr() as *mut _, &mut n) == 0;
+        sys::apr_brigade_cleanup(bb as *mut c_void);
+        if !flat {
+            return false;
+        }
+        n
+    };
+    n > 0 && HeadScan::new().scan(&seen[..n], &lim) == Progress::Ready
 }
 
 /// Whether `c` still speaks plain HTTP/1: no TLS (its handshake comes first: the stock
