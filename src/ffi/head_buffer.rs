@@ -314,8 +314,11 @@ unsafe fn limits_of(c: *mut sys::conn_rec) -> Limits {
 /// `c` is a live connection the calling thread holds, between requests; `bb` a brigade of
 /// its pool.
 pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade) -> bool {
+    // SAFETY: the caller's contract.
     let lim = unsafe { limits_of(c) };
-    let mut seen = [0u8; sys::HUGE_STRING_LEN as usize];
+    // Not zeroed: apr_brigade_flatten writes the first `n` bytes, and only those are read.
+    let mut seen = std::mem::MaybeUninit::<[u8; sys::HUGE_STRING_LEN as usize]>::uninit();
+    let cap = sys::HUGE_STRING_LEN as usize;
     // SAFETY: the caller's contract; the chain's last filter is the core's, which answers a
     // non-blocking speculative read from what it holds or one recv, and keeps the bytes.
     let n = unsafe {
@@ -331,9 +334,9 @@ pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade
             bb,
             sys::ap_input_mode_t_AP_MODE_SPECULATIVE,
             sys::apr_read_type_e_APR_NONBLOCK_READ,
-            seen.len() as sys::apr_off_t,
+            cap as sys::apr_off_t,
         );
-        let mut n = seen.len() as sys::apr_size_t;
+        let mut n = cap as sys::apr_size_t;
         let flat = rv == 0 && sys::apr_brigade_flatten(bb, seen.as_mut_ptr() as *mut _, &mut n) == 0;
         sys::apr_brigade_cleanup(bb as *mut c_void);
         if !flat {
@@ -341,7 +344,9 @@ pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade
         }
         n
     };
-    n > 0 && HeadScan::new().scan(&seen[..n], &lim) == Progress::Ready
+    // SAFETY: apr_brigade_flatten wrote `n` (at most `cap`) bytes from the start.
+    let seen = unsafe { std::slice::from_raw_parts(seen.as_ptr() as *const u8, n.min(cap)) };
+    n > 0 && HeadScan::new().scan(seen, &lim) == Progress::Ready
 }
 
 /// Whether `c` still speaks plain HTTP/1: no TLS (its handshake comes first: the stock
