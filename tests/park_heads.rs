@@ -25,7 +25,9 @@ use common::{
 
 fn parking_only() -> bool {
     if !parking_under_test() {
-        eprintln!("skipped: request heads are read without a thread with RWorkerKeepAlive park only");
+        eprintln!(
+            "skipped: request heads are read without a thread with RWorkerKeepAlive park only"
+        );
         return false;
     }
     raise_fd_limit();
@@ -59,9 +61,15 @@ fn assert_parked_heads(s: &Server, n: u64, limit: Duration) {
         last.is_some_and(|h| h >= n)
     });
     let status = s.try_server_status_auto().map(|st| {
-        ["ConnsTotal", "RWorkerParked", "BusyWorkers", "Processes", "RWorkerConnections"]
-            .map(|k| format!("{k} {}", st.get(k)))
-            .join(", ")
+        [
+            "ConnsTotal",
+            "RWorkerParked",
+            "BusyWorkers",
+            "Processes",
+            "RWorkerConnections",
+        ]
+        .map(|k| format!("{k} {}", st.get(k)))
+        .join(", ")
     });
     assert!(
         ok,
@@ -166,7 +174,10 @@ fn sender(s: &Server, bytes: &[u8]) -> TcpStream {
 fn slow_senders_leave_threads_free(first: &[u8], dribble: bool) {
     const N: usize = 3000;
     let s = Server::start(opts(&["RequestReadTimeout header=300"]));
-    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
     let mut conns: Vec<TcpStream> = (0..N).map(|_| sender(&s, first)).collect();
     let dribblers = dribble.then(|| Dribblers::start(std::mem::take(&mut conns)));
     // A generous limit: 3,000 clients connect through a backlog of 511 on a loaded machine.
@@ -214,7 +225,11 @@ fn until_closed(c: &mut TcpStream, start: Instant, limit: Duration) -> (Vec<u8>,
 
 /// The first line of what the server sent.
 fn status_line(got: &[u8]) -> String {
-    String::from_utf8_lossy(got).lines().next().unwrap_or("").to_string()
+    String::from_utf8_lossy(got)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 /// A head whose request line is complete and whose fields never end: parked (counted),
@@ -232,20 +247,37 @@ fn an_unfinished_head_gets_408_at_the_header_deadline() {
         "LogFormat \"%h %>s %r\" plain",
         "CustomLog logs/access.log plain",
     ]));
-    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
     let start = Instant::now();
     let mut c = sender(&s, b"GET /index.html HTTP/1.1\r\nHost: x\r\n");
     assert_parked_heads(&s, 1, Duration::from_secs(2));
     let (got, took) = until_closed(&mut c, start, Duration::from_secs(60));
-    assert!(took >= Duration::from_secs(3), "ended after {took:?}, before the deadline");
-    assert!(took < Duration::from_secs(30), "ended after {took:?}, not at the 3 s deadline");
-    assert!(status_line(&got).contains(" 408 "), "got {:?}", status_line(&got));
+    assert!(
+        took >= Duration::from_secs(3),
+        "ended after {took:?}, before the deadline"
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "ended after {took:?}, not at the 3 s deadline"
+    );
+    assert!(
+        status_line(&got).contains(" 408 "),
+        "got {:?}",
+        status_line(&got)
+    );
     assert!(
         wait_until(Duration::from_secs(10), || s.access_log().contains(" 408 ")),
         "no 408 in the access log: {}",
         s.access_log()
     );
-    assert!(s.error_log().contains("AH01382"), "no AH01382: {}", s.error_log());
+    assert!(
+        s.error_log().contains("AH01382"),
+        "no AH01382: {}",
+        s.error_log()
+    );
     s.assert_no_warnings_in_error_log();
 }
 
@@ -258,7 +290,10 @@ fn without_reqtimeout_a_head_waits_timeout_per_read() {
         return;
     }
     let s = Server::start(ServerOpts::default().keep_alive(true).line("Timeout 3"));
-    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
     let mut c = sender(&s, b"GET /index.html HTTP/1.1\r\n");
     // 5 s of a byte a second: longer than Timeout in all, never Timeout between bytes.
     for _ in 0..5 {
@@ -268,10 +303,20 @@ fn without_reqtimeout_a_head_waits_timeout_per_read() {
     c.write_all(b"-a: b\r\n").unwrap();
     let last = Instant::now();
     let (got, took) = until_closed(&mut c, last, Duration::from_secs(60));
-    assert!(took >= Duration::from_secs(3), "ended {took:?} after the last byte");
-    assert!(took < Duration::from_secs(30), "ended {took:?} after the last byte");
+    assert!(
+        took >= Duration::from_secs(3),
+        "ended {took:?} after the last byte"
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "ended {took:?} after the last byte"
+    );
     // The core's answer to a socket timeout while reading the fields.
-    assert!(status_line(&got).contains(" 408 "), "got {:?}", status_line(&got));
+    assert!(
+        status_line(&got).contains(" 408 "),
+        "got {:?}",
+        status_line(&got)
+    );
 }
 
 /// A vhost's own header stage: the connection's base server (its address) decides, as
@@ -286,14 +331,24 @@ fn a_vhosts_own_header_timeout_applies_to_its_connections() {
         "Listen 127.0.0.1:{port}\n<VirtualHost 127.0.0.1:{port}>\n    RequestReadTimeout header=2\n</VirtualHost>"
     );
     let s = Server::start(opts(&["RequestReadTimeout header=60", vhost.as_str()]));
-    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
     let start = Instant::now();
     let mut c = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     c.write_all(b"GET / HTTP/1.1\r\nHo").unwrap();
     let (got, took) = until_closed(&mut c, start, Duration::from_secs(60));
     assert!(took >= Duration::from_secs(2), "ended after {took:?}");
-    assert!(took < Duration::from_secs(30), "ended after {took:?}, not the vhost's 2 s");
-    assert!(status_line(&got).contains(" 408 "), "got {:?}", status_line(&got));
+    assert!(
+        took < Duration::from_secs(30),
+        "ended after {took:?}, not the vhost's 2 s"
+    );
+    assert!(
+        status_line(&got).contains(" 408 "),
+        "got {:?}",
+        status_line(&got)
+    );
 }
 
 /// The statuses of the next `n` responses on `c` (read as one stream: pipelined responses
@@ -306,18 +361,21 @@ fn statuses(c: &mut TcpStream, n: usize) -> Vec<u16> {
     let mut at = 0;
     let mut chunk = [0u8; 4096];
     while out.len() < n {
-        let parsed = buf[at..].windows(4).position(|w| w == b"\r\n\r\n").and_then(|end| {
-            let head = String::from_utf8_lossy(&buf[at..at + end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap_or(0));
-            let total = end + 4 + len;
-            (buf.len() - at >= total).then(|| {
-                let status = head.split_whitespace().nth(1).and_then(|v| v.parse().ok());
-                (status.unwrap_or(0), total)
-            })
-        });
+        let parsed = buf[at..]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .and_then(|end| {
+                let head = String::from_utf8_lossy(&buf[at..at + end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap_or(0));
+                let total = end + 4 + len;
+                (buf.len() - at >= total).then(|| {
+                    let status = head.split_whitespace().nth(1).and_then(|v| v.parse().ok());
+                    (status.unwrap_or(0), total)
+                })
+            });
         match parsed {
             Some((status, total)) => {
                 out.push(status);
@@ -341,7 +399,10 @@ fn heads_in_pieces_are_served_as_whole_ones() {
         return;
     }
     let s = Server::start(opts(&[]));
-    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
     let read = |c: &mut TcpStream| -> Option<u16> {
         c.set_nonblocking(false).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -362,7 +423,11 @@ fn heads_in_pieces_are_served_as_whole_ones() {
         c.write_all(chunk).unwrap();
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(read(&mut c), Some(200), "a keep-alive connection's dribbled second head");
+    assert_eq!(
+        read(&mut c),
+        Some(200),
+        "a keep-alive connection's dribbled second head"
+    );
 
     // Two pipelined in one packet, then split mid request line.
     let two = [REQ, REQ].concat();
@@ -400,7 +465,10 @@ fn a_chunk_line_cut_by_the_first_read_is_read_whole() {
         return;
     }
     let s = Server::start(opts(&["RequestReadTimeout header=20 body=6"]));
-    assert!(s.wait_settled(Duration::from_secs(15)), "server did not settle");
+    assert!(
+        s.wait_settled(Duration::from_secs(15)),
+        "server did not settle"
+    );
     let head = b"POST /index.html HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
     // The request line first and alone, so that the head is read into rworker's buffer;
     // the rest with the body at once, cut where the buffer's read ends.

@@ -236,7 +236,12 @@ impl HeadBuffer {
     }
 
     /// Hands the core up to `n` buffered bytes (consuming them unless `peek`).
-    fn give(&mut self, bb: *mut sys::apr_bucket_brigade, n: usize, peek: bool) -> sys::apr_status_t {
+    fn give(
+        &mut self,
+        bb: *mut sys::apr_bucket_brigade,
+        n: usize,
+        peek: bool,
+    ) -> sys::apr_status_t {
         let n = n.min(self.bytes.len() - self.start);
         let data = &self.bytes[self.start..self.start + n];
         // SAFETY: `bb` is the caller's brigade; apr_brigade_write copies the bytes into
@@ -337,7 +342,8 @@ pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade
             cap as sys::apr_off_t,
         );
         let mut n = cap as sys::apr_size_t;
-        let flat = rv == 0 && sys::apr_brigade_flatten(bb, seen.as_mut_ptr() as *mut _, &mut n) == 0;
+        let flat =
+            rv == 0 && sys::apr_brigade_flatten(bb, seen.as_mut_ptr() as *mut _, &mut n) == 0;
         sys::apr_brigade_cleanup(bb as *mut c_void);
         if !flat {
             return false;

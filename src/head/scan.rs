@@ -254,7 +254,8 @@ fn is_tchar(b: u8) -> bool {
 /// alone, or (with lenient HttpProtocolOptions) reads the rest itself as under every MPM.
 fn has_version(line: &[u8]) -> bool {
     let mut words = line.split(|&b| b == b' ');
-    let (Some(m), Some(t), Some(v), None) = (words.next(), words.next(), words.next(), words.next())
+    let (Some(m), Some(t), Some(v), None) =
+        (words.next(), words.next(), words.next(), words.next())
     else {
         return false;
     };
@@ -371,13 +372,13 @@ mod tests {
         h.extend_from_slice(b"\r\n");
         assert_eq!(HeadScan::new().scan(&h, &l), Progress::Ready);
         // Without LF: ready once a whole piece is there.
-        let wide = Limits {
-            line: 100,
-            ..lim()
-        };
+        let wide = Limits { line: 100, ..lim() };
         let h = vec![b'a'; 8191];
         assert_eq!(HeadScan::new().scan(&h, &wide), Progress::More);
-        assert_eq!(HeadScan::new().scan(&vec![b'a'; 8192], &wide), Progress::Ready);
+        assert_eq!(
+            HeadScan::new().scan(&vec![b'a'; 8192], &wide),
+            Progress::Ready
+        );
         // A field over its limit, and one field too many.
         let mut h = b"GET / HTTP/1.1\r\nX: ".to_vec();
         h.extend(std::iter::repeat_n(b'b', 49));

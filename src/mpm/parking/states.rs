@@ -192,11 +192,17 @@ mod tests {
     fn parked_states_wait_in_the_set_under_their_vhosts_timeouts() {
         let (ka, t) = (Duration::from_secs(5), Duration::from_secs(60));
         let r = rule(ConnState::KeepAlive);
-        assert_eq!((r.place, r.length(ka, t, Duration::ZERO)), (Place::Set, Some(ka)));
+        assert_eq!(
+            (r.place, r.length(ka, t, Duration::ZERO)),
+            (Place::Set, Some(ka))
+        );
         assert_eq!(r.stop_wait(), Some(STOP_KEEP_ALIVE));
         let r = rule(ConnState::WaitIo { read: false });
         assert_eq!(r.interest, Some(Interest::WriteOnce));
-        assert_eq!((r.length(ka, t, Duration::ZERO), r.stop_wait()), (Some(t), None));
+        assert_eq!(
+            (r.length(ka, t, Duration::ZERO), r.stop_wait()),
+            (Some(t), None)
+        );
         let r = rule(ConnState::Linger { short: true });
         assert_eq!(r.length(ka, t, Duration::ZERO), Some(SHORT_LINGER));
         assert_eq!(
@@ -231,7 +237,13 @@ mod tests {
             Duration::from_secs(60),
             Duration::from_secs(7),
         );
-        assert_eq!((r.place, r.interest), (Place::Set, Some(Interest::ReadOnce)));
-        assert_eq!((r.length(ka, t, left), r.on_stop), (Some(left), OnStop::Keeps));
+        assert_eq!(
+            (r.place, r.interest),
+            (Place::Set, Some(Interest::ReadOnce))
+        );
+        assert_eq!(
+            (r.length(ka, t, left), r.on_stop),
+            (Some(left), OnStop::Keeps)
+        );
     }
 }
