@@ -244,7 +244,7 @@ fn an_unfinished_head_gets_408_at_the_header_deadline() {
     let s = Server::start(opts(&[
         "RequestReadTimeout header=3",
         "Timeout 60",
-        "LogFormat \"%h %>s %r\" plain",
+        "LogFormat \"%h %>s %D %r\" plain",
         "CustomLog logs/access.log plain",
     ]));
     assert!(
@@ -273,6 +273,12 @@ fn an_unfinished_head_gets_408_at_the_header_deadline() {
         "no 408 in the access log: {}",
         s.access_log()
     );
+    // Its time is when the request line came, as event's core stamps it, not when the
+    // core read the buffered head at the deadline: %D spans the wait.
+    let log = s.access_log();
+    let line = log.lines().find(|l| l.contains(" 408 ")).unwrap();
+    let micros: u64 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(micros >= 2_500_000, "%D {micros} µs in {line:?}");
     assert!(
         s.error_log().contains("AH01382"),
         "no AH01382: {}",

@@ -38,6 +38,9 @@ use crate::sys;
 
 /// The filter's name (httpd keeps filter names lower-case).
 const FILTER: &std::ffi::CStr = c"rworker_head";
+/// The connection note that carries the time a waiting head's request line came, from the
+/// buffer to the request (`request_time`).
+const LINE_AT: &std::ffi::CStr = c"rworker-request-line-time";
 /// mod_remoteip's PROXY protocol reader, present while it expects a PROXY header.
 const REMOTEIP_PROXY: &[u8] = b"remoteip_input";
 
@@ -45,7 +48,8 @@ const REMOTEIP_PROXY: &[u8] = b"remoteip_input";
 /// child exists) and read by the children.
 static FILTER_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::null_mut());
 
-/// Registers the filter (from register_hooks, once per configuration pass). Its type puts
+/// Registers the filter and the request-time hook (from register_hooks, once per
+/// configuration pass). Its type puts
 /// it just above the core's network filter, below mod_logio's, mod_reqtimeout's and every
 /// other connection filter (see the module doc).
 pub fn register_filter() {
@@ -61,6 +65,47 @@ pub fn register_filter() {
     };
     // Relaxed: written before the children are forked, which orders it for them.
     FILTER_REC.store(rec, Ordering::Relaxed);
+    // SAFETY: as above.
+    unsafe {
+        sys::ap_hook_post_read_request(
+            Some(request_time),
+            ptr::null(),
+            ptr::null(),
+            sys::APR_HOOK_REALLY_FIRST,
+        );
+        // A head that failed (a 408 at its deadline) runs no post_read_request: its log
+        // line gets the time here, before the loggers run.
+        sys::ap_hook_log_transaction(
+            Some(request_time),
+            ptr::null(),
+            ptr::null(),
+            sys::APR_HOOK_REALLY_FIRST,
+        );
+    };
+}
+
+/// post_read_request (and log_transaction): a request whose head waited parked gets the
+/// time its request line came, as the core stamps it when it reads the line itself (`%t`,
+/// `%D` in the access log); the core read it from the buffer later.
+unsafe extern "C" fn request_time(r: *mut sys::request_rec) -> std::os::raw::c_int {
+    let _place = crate::ffi::panic::enter("post_read_request hook (request time)");
+    // SAFETY: httpd passes the request being read or logged, on the thread that holds its
+    // connection; the notes table is the connection's.
+    unsafe {
+        let notes = (*(*r).connection).notes;
+        let v = sys::apr_table_get(notes, LINE_AT.as_ptr());
+        if !v.is_null() {
+            if let Some(t) = std::ffi::CStr::from_ptr(v)
+                .to_str()
+                .ok()
+                .and_then(|t| t.parse::<sys::apr_time_t>().ok())
+            {
+                (*r).request_time = t;
+            }
+            sys::apr_table_unset(notes, LINE_AT.as_ptr());
+        }
+    }
+    sys::DECLINED
 }
 
 /// What a head read found.
@@ -86,6 +131,8 @@ pub struct HeadBuffer {
     /// The head is past its deadline: the filter answers APR_TIMEUP once its complete lines
     /// are read.
     expired: bool,
+    /// Its request line's arrival is noted (`LINE_AT`).
+    line_noted: bool,
     /// The filter's entry in the connection's chain.
     filter: *mut sys::ap_filter_t,
     /// A brigade for the reads, in the connection's pool.
@@ -116,6 +163,7 @@ impl HeadBuffer {
                 limits: limits_of(c),
                 stage,
                 expired: false,
+                line_noted: false,
                 filter: ptr::null_mut(),
                 bb,
             }));
@@ -154,13 +202,21 @@ impl HeadBuffer {
         // them when the core reads them.
         self.clock.received(self.bytes.len(), now);
         self.expired = false;
+        self.line_noted = false;
+        // SAFETY: the filter's connection is the caller's, whose notes table it is.
+        unsafe { sys::apr_table_unset((*(*self.filter).c).notes, LINE_AT.as_ptr()) };
     }
 
     /// Reads what has arrived, without blocking, until the head is ready or the socket has
     /// nothing more.
     pub fn read(&mut self, now: u64) -> HeadRead {
         loop {
-            if self.scan.scan(&self.bytes[self.start..], &self.limits) == Progress::Ready {
+            let progress = self.scan.scan(&self.bytes[self.start..], &self.limits);
+            if !self.line_noted && self.scan.past_request_line() {
+                self.line_noted = true;
+                self.note_line_time();
+            }
+            if progress == Progress::Ready {
                 self.limits.proxy_header = false;
                 return HeadRead::Ready;
             }
@@ -169,6 +225,20 @@ impl HeadBuffer {
                 Got::Nothing => return HeadRead::More,
                 Got::End => return HeadRead::Ready,
             }
+        }
+    }
+
+    /// Notes now as the time the request line came (`LINE_AT`, in the connection's notes:
+    /// the core drops every input filter but its own when a head fails, so the hooks cannot
+    /// reach the buffer then).
+    fn note_line_time(&mut self) {
+        // SAFETY: the filter's connection is the caller's; the value is copied into its pool
+        // and lives as long as the notes table.
+        unsafe {
+            let c = (*self.filter).c;
+            let t = sys::apr_time_now().to_string();
+            let v = sys::apr_pstrmemdup((*c).pool, t.as_ptr() as *const _, t.len() as _);
+            sys::apr_table_setn((*c).notes, LINE_AT.as_ptr(), v);
         }
     }
 

@@ -179,6 +179,11 @@ impl HeadScan {
         }
     }
 
+    /// Whether the request line has been read (the core stamps a request's time then).
+    pub fn past_request_line(&self) -> bool {
+        matches!(self.phase, Phase::Fields | Phase::Preface)
+    }
+
     fn start_line(&mut self, at: usize) {
         self.line = at;
         self.seen = at;
