@@ -284,7 +284,15 @@ impl HeadBuffer {
                 }
                 if len > 0 {
                     let at = self.bytes.len();
-                    self.bytes.resize(at + len as usize, 0);
+                    let want = at + len as usize;
+                    if want > self.bytes.capacity() {
+                        // Doubling, but never past what a parked head can hold and one more
+                        // read: a 16 KiB head would otherwise sit in a 32 KiB buffer.
+                        let most = self.limits.parked_bytes() + self.limits.piece;
+                        let to = want.max((2 * self.bytes.capacity()).min(most));
+                        self.bytes.reserve_exact(to - at);
+                    }
+                    self.bytes.resize(want, 0);
                     let mut n = len as sys::apr_size_t;
                     let rv = sys::apr_brigade_flatten(
                         self.bb,

@@ -90,6 +90,9 @@ pub struct HeadScan {
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// The PROXY protocol v2 signature.
 const PROXY_V2: &[u8] = b"\r\n\r\n\0\r\nQUIT\n";
+/// The longest PROXY v2 header mod_remoteip takes: its 16 bytes and the largest address
+/// block (two AF_UNIX paths, 216 bytes; its `proxy_v2`).
+const PROXY_V2_MAX: usize = 16 + 216;
 /// A PROXY v1 header is at most this long, CRLF included (the protocol's bound).
 const PROXY_V1_MAX: usize = 107;
 
@@ -221,6 +224,9 @@ fn proxy_header_len(head: &[u8], on: bool) -> Option<Skip> {
             return Some(Skip::Wait);
         }
         let len = 16 + u16::from_be_bytes([head[14], head[15]]) as usize;
+        if len > PROXY_V2_MAX {
+            return Some(Skip::Ready); // mod_remoteip refuses it at once (AH10186)
+        }
         return Some(if head.len() < len {
             Skip::Wait
         } else {
@@ -429,6 +435,10 @@ mod tests {
         let start = v2.len();
         v2.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
         assert_eq!(ready_at(&v2, &l), Some(start + 18));
+        // A v2 header longer than mod_remoteip takes: refused at once, not waited for.
+        let mut huge = PROXY_V2.to_vec();
+        huge.extend_from_slice(&[0x21, 0x11, 0xff, 0xff]);
+        assert_eq!(ready_at(&huge, &l), Some(16));
         // A PROXY v1 header longer than the protocol allows: mod_remoteip refuses it.
         let mut long = b"PROXY ".to_vec();
         long.resize(200, b'x');
