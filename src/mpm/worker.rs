@@ -4,10 +4,11 @@
 //!
 //! With `RWorkerKeepAlive thread` a worker serves a connection from accept to close
 //! (`conn`). With `park` an idle worker waits on the child's event set (`parking`) and
-//! serves one request at a time: the connection's protocol runs, the worker flushes the
-//! response without blocking, and whatever must wait (the rest of a response the socket
-//! cannot take yet, the next request, the client's FIN) waits parked in the set, where
-//! `parking::states` says; the worker goes idle. It owns the connection from its claim to
+//! serves one request at a time: it reads the request head without blocking (the core
+//! reads it once it has come: `crate::ffi::head_buffer`), the connection's protocol runs,
+//! the worker flushes the response without blocking, and whatever must wait (the rest of a
+//! head, the rest of a response the socket cannot take yet, the next request, the client's
+//! FIN) waits parked in the set, where `parking::states` says; the worker goes idle. It owns the connection from its claim to
 //! its park or close, and never touches it after a park.
 
 use std::ops::ControlFlow;
