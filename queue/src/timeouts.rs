@@ -78,8 +78,12 @@ struct Head<K> {
 
 /// One (producer, class) FIFO.
 struct Fifo<K> {
-    /// Entries pushed so far; the producer's Release store publishes each.
-    pushed: CachePadded<AtomicUsize>,
+    /// Entries pushed so far; the producer's Release store publishes each. Not padded to a
+    /// cache line: a child has a FIFO per worker and timeout class, most never used, and
+    /// padded each took 256 bytes (a child of 50 workers with a parked head's 8 round
+    /// lengths as classes: 100 kB more). A producer's own FIFOs sit side by side, so a line
+    /// is shared by one producer's classes and, at the edges, a neighbour's.
+    pushed: AtomicUsize,
     /// The producer's side: the tail block (null until the first push: most FIFOs of a
     /// child, one per worker and class, are never used), and the last deadline pushed.
     /// Only the producer touches them.
@@ -95,7 +99,7 @@ struct Fifo<K> {
 impl<K: Copy> Fifo<K> {
     fn new() -> Fifo<K> {
         Fifo {
-            pushed: CachePadded::new(AtomicUsize::new(0)),
+            pushed: AtomicUsize::new(0),
             tail: UnsafeCell::new((ptr::null_mut(), 0)),
             first: AtomicPtr::new(ptr::null_mut()),
             head: UnsafeCell::new(Head {

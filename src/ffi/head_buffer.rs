@@ -396,6 +396,9 @@ unsafe fn limits_of(c: *mut sys::conn_rec) -> Limits {
 /// # Safety
 /// `c` is a live connection the calling thread holds, between requests; `bb` a brigade of
 /// its pool.
+// Never inlined: its stack copy stays in its own frame, not in the worker's, under which
+// every request's deeper calls would run that much lower (worker stacks' RSS).
+#[inline(never)]
 pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade) -> bool {
     // SAFETY: the caller's contract.
     let lim = unsafe { limits_of(c) };
@@ -421,24 +424,26 @@ pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade
             sys::apr_brigade_cleanup(bb as *mut c_void);
             return false;
         }
-        // The thread's scratch: as long as the longest head it peeked at, no more (a stack
-        // array of HUGE_STRING_LEN made each worker's stack 8 KiB deeper, in its RSS).
-        PEEKED.with_borrow_mut(|seen| {
-            seen.clear();
-            seen.resize(len as usize, 0);
-            let mut n = len as sys::apr_size_t;
-            let flat = sys::apr_brigade_flatten(bb, seen.as_mut_ptr() as *mut _, &mut n) == 0;
-            sys::apr_brigade_cleanup(bb as *mut c_void);
-            seen.truncate(n);
-            flat && HeadScan::new().scan(seen, &lim) == Progress::Ready
-        })
+        // A copy on the stack, for the common head: no allocation on this path (a
+        // thread-local buffer made each worker thread take a malloc arena of its own, and
+        // a HUGE_STRING_LEN array made each worker's stack 8 KiB deeper: both showed in the
+        // children's RSS). A longer head than fits is read into the buffer instead.
+        let mut seen = std::mem::MaybeUninit::<[u8; PEEK]>::uninit();
+        let mut n = PEEK as sys::apr_size_t;
+        let flat = len as usize <= PEEK
+            && sys::apr_brigade_flatten(bb, seen.as_mut_ptr() as *mut _, &mut n) == 0;
+        sys::apr_brigade_cleanup(bb as *mut c_void);
+        if !flat {
+            return false;
+        }
+        // SAFETY: apr_brigade_flatten wrote `n` (at most PEEK) bytes from the start.
+        let seen = std::slice::from_raw_parts(seen.as_ptr() as *const u8, n.min(PEEK));
+        HeadScan::new().scan(seen, &lim) == Progress::Ready
     }
 }
 
-thread_local! {
-    /// A worker's copy of the head it peeks at (`peek_ready`).
-    static PEEKED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
+/// The most of a head `peek_ready` looks at (a request head is rarely longer).
+const PEEK: usize = 2048;
 
 /// Whether `c` still speaks plain HTTP/1: no TLS (its handshake comes first: the stock
 /// path; an RFC 2817 upgrade makes it TLS later), and no protocol switch (h2 by Upgrade or
