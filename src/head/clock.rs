@@ -80,9 +80,9 @@ impl HeadClock {
 pub const SHORTEST_ROUND: Duration = Duration::from_millis(125);
 /// How many round lengths there are: `SHORTEST_ROUND` times 4, 16, ... up to about 34
 /// minutes; a longer wait takes several of the longest. Each length is a timeout class,
-/// with a FIFO per worker in every child (about 256 bytes each, and every class is looked at
-/// when the alarm is set): doubling instead (16 classes) cost each child 100 kB more, for
-/// 2 rounds instead of 4 to a silent client's 20 s deadline.
+/// with a FIFO per worker in every child (every class is looked at when the alarm is set):
+/// doubling instead would make 16 classes, for 2 rounds instead of 4 to a silent client's
+/// 20 s deadline.
 pub const ROUNDS: usize = 8;
 
 /// The round lengths, shortest first (each a timeout class of a parking child).
