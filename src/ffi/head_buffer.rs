@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
 use crate::ffi::reqtimeout::{self, Stage};
-use crate::head::{HeadClock, HeadScan, Limits, Progress};
+use crate::head::{HeadClock, HeadScan, HeaderStage, Limits, Progress};
 use crate::sys;
 
 /// The filter's name (httpd keeps filter names lower-case).
@@ -127,7 +127,8 @@ pub struct HeadBuffer {
     scan: HeadScan,
     clock: HeadClock,
     limits: Limits,
-    stage: Stage,
+    /// mod_reqtimeout's header stage (None: Timeout per read alone).
+    stage: Option<HeaderStage>,
     /// The head is past its deadline: the filter answers APR_TIMEUP once its complete lines
     /// are read.
     expired: bool,
@@ -150,10 +151,12 @@ impl HeadBuffer {
         let rec = FILTER_REC.load(Ordering::Relaxed);
         // SAFETY: the caller's contract; the configuration is the running one.
         unsafe {
-            let stage = reqtimeout::header_stage((*c).base_server);
-            if rec.is_null() || stage == Stage::Unknown {
-                return None;
-            }
+            let stage = match reqtimeout::header_stage((*c).base_server) {
+                _ if rec.is_null() => return None,
+                Stage::Unknown => return None,
+                Stage::Off => None,
+                Stage::Header(h) => Some(h),
+            };
             let bb = sys::apr_brigade_create((*c).pool, (*c).bucket_alloc);
             let buf = Box::into_raw(Box::new(HeadBuffer {
                 bytes: Vec::new(),
@@ -193,11 +196,7 @@ impl HeadBuffer {
         self.bytes.drain(..self.start);
         self.start = 0;
         self.scan = HeadScan::new();
-        let stage = match self.stage {
-            Stage::Header(h) => Some(h),
-            Stage::Off | Stage::Unknown => None,
-        };
-        self.clock = HeadClock::start(now, stage, per_read);
+        self.clock = HeadClock::start(now, self.stage, per_read);
         // Bytes of it read ahead (pipelined) count for MinRate, as mod_reqtimeout counts
         // them when the core reads them.
         self.clock.received(self.bytes.len(), now);
@@ -260,8 +259,8 @@ impl HeadBuffer {
         for _ in 0..2 {
             // SAFETY: the filter and brigade live in the connection's pool, which the
             // calling thread holds (it holds the connection); the brigade is emptied after
-            // each read.
-            unsafe {
+            // each read, whatever it found.
+            let got = unsafe {
                 let rv = sys::ap_get_brigade(
                     (*self.filter).next,
                     self.bb,
@@ -269,48 +268,52 @@ impl HeadBuffer {
                     sys::apr_read_type_e_APR_NONBLOCK_READ,
                     self.limits.piece as sys::apr_off_t,
                 );
-                if rv == sys::APR_EAGAIN as sys::apr_status_t {
-                    sys::apr_brigade_cleanup(self.bb as *mut c_void);
-                    return Got::Nothing;
-                }
-                if rv != 0 {
-                    sys::apr_brigade_cleanup(self.bb as *mut c_void);
-                    return Got::End;
-                }
-                let mut len: sys::apr_off_t = 0;
-                if sys::apr_brigade_length(self.bb, 1, &mut len) != 0 {
-                    sys::apr_brigade_cleanup(self.bb as *mut c_void);
-                    return Got::End;
-                }
-                if len > 0 {
-                    let at = self.bytes.len();
-                    let want = at + len as usize;
-                    if want > self.bytes.capacity() {
-                        // Doubling, but never past what a parked head can hold and one more
-                        // read: a 16 KiB head would otherwise sit in a 32 KiB buffer.
-                        let most = self.limits.parked_bytes() + self.limits.piece;
-                        let to = want.max((2 * self.bytes.capacity()).min(most));
-                        self.bytes.reserve_exact(to - at);
-                    }
-                    self.bytes.resize(want, 0);
-                    let mut n = len as sys::apr_size_t;
-                    let rv = sys::apr_brigade_flatten(
-                        self.bb,
-                        self.bytes[at..].as_mut_ptr() as *mut _,
-                        &mut n,
-                    );
-                    sys::apr_brigade_cleanup(self.bb as *mut c_void);
-                    if rv != 0 {
-                        self.bytes.truncate(at);
-                        return Got::End;
-                    }
-                    self.bytes.truncate(at + n);
-                    return Got::Bytes(n);
-                }
+                let got = self.take_brigade(rv);
                 sys::apr_brigade_cleanup(self.bb as *mut c_void);
+                got
+            };
+            if !matches!(got, Got::Bytes(0)) {
+                return got;
             }
         }
         Got::Nothing
+    }
+
+    /// What a read left in the brigade (`rv` its status), appended to the buffer; an empty
+    /// read is `Bytes(0)`.
+    ///
+    /// # Safety
+    /// The brigade is the buffer's, just read into by the calling thread.
+    unsafe fn take_brigade(&mut self, rv: sys::apr_status_t) -> Got {
+        if rv == sys::APR_EAGAIN as sys::apr_status_t {
+            return Got::Nothing;
+        }
+        let mut len: sys::apr_off_t = 0;
+        // SAFETY: the caller's contract.
+        if rv != 0 || unsafe { sys::apr_brigade_length(self.bb, 1, &mut len) } != 0 {
+            return Got::End;
+        }
+        let at = self.bytes.len();
+        let want = at + len.max(0) as usize;
+        if want > self.bytes.capacity() {
+            // Doubling, but never past what a parked head can hold and one more read: a
+            // 16 KiB head would otherwise sit in a 32 KiB buffer.
+            let most = self.limits.parked_bytes() + self.limits.piece;
+            let to = want.max((2 * self.bytes.capacity()).min(most));
+            self.bytes.reserve_exact(to - at);
+        }
+        self.bytes.resize(want, 0);
+        let mut n = (want - at) as sys::apr_size_t;
+        // SAFETY: the caller's contract; `n` bytes of room from `at`.
+        let rv = unsafe {
+            sys::apr_brigade_flatten(self.bb, self.bytes[at..].as_mut_ptr() as *mut _, &mut n)
+        };
+        if rv != 0 {
+            self.bytes.truncate(at);
+            return Got::End;
+        }
+        self.bytes.truncate(at + n);
+        Got::Bytes(n)
     }
 
     /// Hands the core up to `n` buffered bytes (consuming them unless `peek`).
@@ -352,7 +355,6 @@ enum Got {
 /// # Safety
 /// `c` is a live connection the calling thread holds, before its first request.
 pub unsafe fn eligible(c: *mut sys::conn_rec) -> bool {
-    let http1 = sys::AP_PROTOCOL_HTTP1.as_ptr() as *const std::os::raw::c_char;
     // SAFETY: the caller's contract; the protocol functions read the connection and its
     // server's configuration only.
     unsafe {
@@ -361,7 +363,7 @@ pub unsafe fn eligible(c: *mut sys::conn_rec) -> bool {
             && (*c).aborted == 0
             && speaks_http1(c)
             && serves_http(c)
-            && sys::ap_is_allowed_protocol(c, ptr::null_mut(), ptr::null_mut(), http1) != 0
+            && sys::ap_is_allowed_protocol(c, ptr::null_mut(), ptr::null_mut(), http1()) != 0
     }
 }
 
@@ -452,7 +454,6 @@ const PEEK: usize = 2048;
 /// # Safety
 /// `c` is a live connection the calling thread holds.
 pub unsafe fn speaks_http1(c: *mut sys::conn_rec) -> bool {
-    let http1 = sys::AP_PROTOCOL_HTTP1.as_ptr() as *const std::os::raw::c_char;
     // SAFETY: the caller's contract; ap_get_protocol returns a string of the connection's
     // or a static one.
     unsafe {
@@ -460,8 +461,13 @@ pub unsafe fn speaks_http1(c: *mut sys::conn_rec) -> bool {
             return false;
         }
         let proto = sys::ap_get_protocol(c);
-        !proto.is_null() && libc::strcmp(proto, http1) == 0
+        !proto.is_null() && libc::strcmp(proto, http1()) == 0
     }
+}
+
+/// httpd's name for HTTP/1 (`AP_PROTOCOL_HTTP1`, NUL-terminated).
+fn http1() -> *const std::os::raw::c_char {
+    sys::AP_PROTOCOL_HTTP1.as_ptr() as *const _
 }
 
 /// Whether `c` came in on an HTTP listener: its server's protocol (`Listen`'s protocol
