@@ -480,24 +480,26 @@ fn fixed_scale() -> Scale {
 }
 
 fn stall_fixed(t: &Target, o: &mut Observation) -> Result<(), String> {
+    stall_line_and_header(t, o, "127.0.0.6", "rt3.test", fixed_scale)
+}
+
+/// A partial request line, and a complete one with a partial header, each left to stall
+/// on `addr` (the header's Host: `host`), side by side.
+fn stall_line_and_header(
+    t: &Target,
+    o: &mut Observation,
+    addr: &'static str,
+    host: &'static str,
+    scale: fn() -> Scale,
+) -> Result<(), String> {
     let cases: Vec<Case> = vec![
         (
             "partial request line".into(),
-            Box::new(move |o: &mut Observation| {
-                stall(t, o, "127.0.0.6", PARTIAL_LINE, &fixed_scale())
-            }),
+            Box::new(move |o: &mut Observation| stall(t, o, addr, PARTIAL_LINE, &scale())),
         ),
         (
             "partial header".into(),
-            Box::new(move |o: &mut Observation| {
-                stall(
-                    t,
-                    o,
-                    "127.0.0.6",
-                    &partial_header("rt3.test"),
-                    &fixed_scale(),
-                )
-            }),
+            Box::new(move |o: &mut Observation| stall(t, o, addr, &partial_header(host), &scale())),
         ),
     ];
     side_by_side(o, cases)
@@ -527,27 +529,7 @@ fn timeout_scale() -> Scale {
 }
 
 fn stall_no_reqtimeout(t: &Target, o: &mut Observation) -> Result<(), String> {
-    let cases: Vec<Case> = vec![
-        (
-            "partial request line".into(),
-            Box::new(move |o: &mut Observation| {
-                stall(t, o, "127.0.0.1", PARTIAL_LINE, &timeout_scale())
-            }),
-        ),
-        (
-            "partial header".into(),
-            Box::new(move |o: &mut Observation| {
-                stall(
-                    t,
-                    o,
-                    "127.0.0.1",
-                    &partial_header("a.test"),
-                    &timeout_scale(),
-                )
-            }),
-        ),
-    ];
-    side_by_side(o, cases)
+    stall_line_and_header(t, o, "127.0.0.1", "a.test", timeout_scale)
 }
 
 fn dribble_no_reqtimeout(t: &Target, o: &mut Observation) -> Result<(), String> {
