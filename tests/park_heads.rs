@@ -12,15 +12,13 @@
 
 mod common;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    load_module_lines, parking_under_test, raise_fd_limit, read_response, wait_until, Server,
-    ServerOpts, REQ,
+    assert_parked_heads, load_module_lines, parking_under_test, raise_fd_limit, read_response,
+    wait_until, Dribblers, Server, ServerOpts, REQ,
 };
 
 fn parking_only() -> bool {
@@ -47,36 +45,6 @@ fn opts(lines: &[&str]) -> ServerOpts {
     o
 }
 
-/// The server's count of parked heads.
-fn parked_heads(s: &Server) -> Option<u64> {
-    s.try_server_status_auto()
-        .ok()
-        .map(|st| st.num("RWorkerParkedHeads"))
-}
-
-fn assert_parked_heads(s: &Server, n: u64, limit: Duration) {
-    let mut last = None;
-    let ok = wait_until(limit, || {
-        last = parked_heads(s);
-        last.is_some_and(|h| h >= n)
-    });
-    let status = s.try_server_status_auto().map(|st| {
-        [
-            "ConnsTotal",
-            "RWorkerParked",
-            "BusyWorkers",
-            "Processes",
-            "RWorkerConnections",
-        ]
-        .map(|k| format!("{k} {}", st.get(k)))
-        .join(", ")
-    });
-    assert!(
-        ok,
-        "fewer than {n} heads parked: RWorkerParkedHeads = {last:?} ({status:?})"
-    );
-}
-
 /// A fresh client's request on a new connection: its status, within a generous limit.
 fn fresh_request(s: &Server) -> Result<u16, String> {
     let mut c = TcpStream::connect(s.addr()).map_err(|e| format!("connect: {e}"))?;
@@ -98,66 +66,6 @@ fn fresh_clients(s: &Server) -> Vec<String> {
         std::thread::sleep(Duration::from_millis(250));
     }
     failed
-}
-
-/// Clients that each send one more header byte every 2 s (one thread for all), never
-/// finishing their heads; counts those the server closed.
-struct Dribblers {
-    closed: Arc<std::sync::atomic::AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Dribblers {
-    fn start(mut conns: Vec<TcpStream>) -> Dribblers {
-        let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (cl, sp) = (closed.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            let n = conns.len();
-            let start = Instant::now();
-            let mut next: Vec<Duration> = (0..n)
-                .map(|i| Duration::from_millis((i as u64 * 2000) / n.max(1) as u64))
-                .collect();
-            let mut open = vec![true; n];
-            while !sp.load(Ordering::Relaxed) {
-                let now = start.elapsed();
-                for (i, c) in conns.iter_mut().enumerate() {
-                    if !open[i] || now < next[i] {
-                        continue;
-                    }
-                    next[i] += Duration::from_secs(2);
-                    let mut b = [0u8; 64];
-                    // Anything from the server (a 408, its FIN, a reset) ends it.
-                    let gone = c.write_all(b"x").is_err()
-                        || !matches!(c.read(&mut b), Err(ref e) if e.kind() == ErrorKind::WouldBlock);
-                    if gone {
-                        open[i] = false;
-                        cl.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        });
-        Dribblers {
-            closed,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn closed(&self) -> usize {
-        self.closed.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Dribblers {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 /// A connection that has sent `bytes` of a head, non-blocking afterwards.

@@ -13,10 +13,11 @@ use std::ptr::{self, NonNull};
 use std::time::Duration;
 
 use crate::ffi::conn::create_conn_rec;
-use crate::ffi::head_buffer::{self, HeadBuffer, HeadRead};
+use crate::ffi::head_buffer::{self, HeadBuffer, HeadRead, Transport};
 use crate::ffi::pool::Pool;
 use crate::ffi::socket::ClientSocket;
 use crate::ffi::thread::CurrentThread;
+use crate::ffi::tls::{self, Handshake, Shook};
 use crate::ffi::vhost;
 use crate::sys;
 
@@ -67,14 +68,19 @@ pub struct AsyncConn {
 }
 
 /// Who reads a connection's request heads.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 enum Heads {
     /// Not decided yet (before its first request).
     Undecided,
-    /// The core, blocking (TLS, another protocol: `head_buffer::eligible`).
+    /// The core, blocking (another protocol, a handshake mod_ssl ran:
+    /// `head_buffer::eligible`).
     Core,
+    /// The MPM runs the connection's TLS handshake without blocking (`tls`), then reads its
+    /// heads. (Boxed: a parked connection moves between threads by value, and few are in
+    /// a handshake.)
+    Handshake(Box<Handshake>),
     /// The MPM, without blocking; no head of it has needed a buffer yet.
-    Peeked,
+    Peeked(Transport),
     /// The MPM, into this buffer (it lives in the connection's pool).
     Buffered(NonNull<HeadBuffer>),
 }
@@ -84,8 +90,9 @@ enum Heads {
 enum Head {
     /// None is being read.
     None,
-    /// One began at this time and has not been looked at yet.
-    Began(u64),
+    /// One began at time `at` (over TLS, after the wire filter had counted `wire` bytes)
+    /// and has not been looked at yet.
+    Began { at: u64, wire: u64 },
     /// It is being read into the buffer.
     Buffering,
 }
@@ -214,49 +221,101 @@ impl AsyncConn {
 
     /// A request head begins at `now` (a new connection's first, or the next one once
     /// bytes of it have arrived): true when this thread reads it without blocking
-    /// (`read_head`), false when the core is to read it as it always does.
+    /// (`read_head`; a new TLS connection's handshake first), false when the core is to
+    /// read it as it always does.
     pub fn begin_head(&mut self, now: u64) -> bool {
         let c = self.c();
-        // SAFETY: the connection is ours, between requests.
-        self.heads = match self.heads {
-            Heads::Undecided if unsafe { head_buffer::eligible(c) } => Heads::Peeked,
+        // SAFETY (each call): the connection is ours, between requests, before its first
+        // process_connection hooks for `Undecided`; the handshake lives no longer than the
+        // pool, which this value owns.
+        self.heads = match self.take_heads() {
+            Heads::Undecided if unsafe { tls::handshake_due(c) } => {
+                match unsafe { head_buffer::serves_http(c) } {
+                    true => unsafe { Handshake::start(self.c, now, self.socket_timeout()) }
+                        .map_or(Heads::Core, |h| Heads::Handshake(Box::new(h))),
+                    false => Heads::Core,
+                }
+            }
+            Heads::Undecided if unsafe { head_buffer::eligible(c, false) } => {
+                Heads::Peeked(Transport::Plain)
+            }
             Heads::Undecided => Heads::Core,
             // A protocol took the connection over (h2 after an Upgrade, TLS after an RFC
             // 2817 upgrade): its own reads from now on.
-            Heads::Peeked | Heads::Buffered(_) if !unsafe { head_buffer::speaks_http1(c) } => {
+            Heads::Peeked(t) if !unsafe { head_buffer::speaks_http1(c, t.is_tls()) } => Heads::Core,
+            // SAFETY: the buffer lives in ptrans, which this value owns.
+            Heads::Buffered(b) if !unsafe { head_buffer::speaks_http1(c, b.as_ref().is_tls()) } => {
                 Heads::Core
             }
             h => h,
         };
-        if let Heads::Core = self.heads {
-            self.head = Head::None;
-            return false;
-        }
-        self.head = Head::Began(now);
+        let wire = match &self.heads {
+            Heads::Core => {
+                self.head = Head::None;
+                return false;
+            }
+            Heads::Handshake(_) => {
+                self.head = Head::None;
+                return true;
+            }
+            Heads::Peeked(t) => t.received(),
+            // SAFETY: as above.
+            Heads::Buffered(b) => unsafe { b.as_ref() }.wire_received().unwrap_or(0),
+            Heads::Undecided => 0,
+        };
+        self.head = Head::Began { at: now, wire };
         true
     }
 
-    /// Reads what has arrived of the head begun with `begin_head`, without blocking. A head
-    /// that is there whole (the common case) is only looked at, in the core's own buffer
-    /// (`head_buffer::peek_ready`); one that is not is read into the connection's buffer,
-    /// made at its first such head.
+    /// Reads what has arrived of the head begun with `begin_head` (or of a new TLS
+    /// connection's handshake, then of its first head), without blocking. A head that is
+    /// there whole (the common case) is only looked at, in the core's own buffer or in
+    /// mod_ssl's (`head_buffer::peek_ready`); one that is not is read into the connection's
+    /// buffer, made at its first such head.
     pub fn read_head(&mut self, now: u64) -> HeadRead {
-        if let Head::Began(began) = self.head {
+        if let Heads::Handshake(h) = &mut self.heads {
+            match h.step(now) {
+                Shook::More => return HeadRead::More,
+                // The stock path answers what mod_ssl made of it.
+                Shook::Failed => {
+                    self.heads = Heads::Core;
+                    return HeadRead::Ready;
+                }
+                Shook::Done => {}
+            }
+            let Heads::Handshake(h) = self.take_heads() else {
+                return HeadRead::Ready;
+            };
+            let wire = h.finish();
+            // SAFETY: the connection is ours, before its first request.
+            if !unsafe { head_buffer::eligible(self.c(), true) } {
+                return HeadRead::Ready; // h2 by ALPN, Protocols without http/1.1: the core
+            }
+            // Its first head begins now, as under event once mod_ssl's handshake returns.
+            self.head = Head::Began {
+                at: now,
+                wire: wire.received(),
+            };
+            self.heads = Heads::Peeked(Transport::Tls(wire));
+        }
+        if let Head::Began { at, wire } = self.head {
             let leftover = self.head_buffer().is_some_and(|b| b.has_pending());
             if !leftover && self.peek_ready() {
                 self.head = Head::None;
                 return HeadRead::Ready;
             }
-            if let Heads::Peeked = self.heads {
-                // SAFETY: the connection is ours, between requests.
-                self.heads = match unsafe { HeadBuffer::attach(self.c(), began) } {
+            self.heads = match self.take_heads() {
+                // SAFETY: the connection is ours, between requests, and the transport its
+                // own.
+                Heads::Peeked(t) => match unsafe { HeadBuffer::attach(self.c(), at, t) } {
                     Some(b) => Heads::Buffered(b),
                     None => Heads::Core,
-                };
-            }
+                },
+                h => h,
+            };
             let per_read = self.socket_timeout();
             match self.head_buffer() {
-                Some(b) => b.begin(began, per_read),
+                Some(b) => b.begin(at, per_read, wire),
                 None => {
                     self.head = Head::None;
                     return HeadRead::Ready; // the core reads it
@@ -267,28 +326,45 @@ impl AsyncConn {
         self.head_buffer().map_or(HeadRead::Ready, |b| b.read(now))
     }
 
+    /// The heads' reader, taken out (`Core` left in its place).
+    fn take_heads(&mut self) -> Heads {
+        std::mem::replace(&mut self.heads, Heads::Core)
+    }
+
     /// `head_buffer::peek_ready` with the connection's brigade.
     fn peek_ready(&mut self) -> bool {
         let c = self.c();
+        let tls = matches!(self.heads, Heads::Peeked(Transport::Tls(_)));
         // SAFETY: the connection is ours; the brigade lives in its pool (ptrans) and is
         // emptied after each peek.
         unsafe {
             if self.peek_bb.is_null() {
                 self.peek_bb = sys::apr_brigade_create((*c).pool, (*c).bucket_alloc);
             }
-            head_buffer::peek_ready(c, self.peek_bb)
+            head_buffer::peek_ready(c, self.peek_bb, tls)
         }
     }
 
-    /// When the head being read is due (None: the core reads this connection's heads).
+    /// When the head (or handshake) being read is due (None: the core reads this
+    /// connection's heads).
     pub fn head_deadline(&mut self) -> Option<u64> {
-        self.head_buffer().map(|b| b.deadline())
+        match &self.heads {
+            Heads::Handshake(h) => Some(h.deadline()),
+            _ => self.head_buffer().map(|b| b.deadline()),
+        }
     }
 
-    /// The head is past its deadline: the core reads what came, then meets the timeout.
+    /// The head (or handshake) is past its deadline: the core reads what came (mod_ssl
+    /// runs the handshake), then meets the timeout.
     pub fn expire_head(&mut self) {
-        if let Some(b) = self.head_buffer() {
-            b.expire();
+        match self.take_heads() {
+            Heads::Handshake(h) => h.expire(),
+            h => {
+                self.heads = h;
+                if let Some(b) = self.head_buffer() {
+                    b.expire();
+                }
+            }
         }
     }
 
@@ -297,7 +373,7 @@ impl AsyncConn {
             // SAFETY: the buffer lives in ptrans, which this value owns; the core reads it
             // only inside process(), which takes &mut self as this borrow does.
             Heads::Buffered(mut b) => Some(unsafe { b.as_mut() }),
-            Heads::Undecided | Heads::Core | Heads::Peeked => None,
+            Heads::Undecided | Heads::Core | Heads::Handshake(_) | Heads::Peeked(_) => None,
         }
     }
 

@@ -10,12 +10,19 @@
 //! network filter) hands it the buffered bytes first, then steps aside.
 //!
 //! Where the filter sits: below every connection filter that transforms or times the
-//! stream (mod_remoteip's PROXY reader, mod_reqtimeout, mod_ssl, mod_logio counts what
-//! the core reads through it), so they see the head as if it came from the socket; and
-//! the buffer is filled from the filter below it (the core's), so nothing above sees the
-//! bytes twice. Above all, mod_reqtimeout does not see the non-blocking reads between
-//! requests: its clock for a head starts in `ap_read_request`; the buffer's clock is
+//! stream (mod_remoteip's PROXY reader, mod_reqtimeout, mod_logio counts what the core
+//! reads through it), so they see the head as if it came from the socket; and the buffer
+//! is filled from the filter below it (the core's), so nothing above sees the bytes twice.
+//! Above all, mod_reqtimeout does not see the non-blocking reads between requests: its
+//! clock for a head starts in `ap_read_request`; the buffer's clock is
 //! `crate::head::clock`, which reads the same configuration.
+//!
+//! Over TLS (a handshake the MPM ran, `crate::ffi::tls`) the head is plain text only above
+//! mod_ssl, so there the filter is `rworker_tls_head`, just above mod_ssl's, and the buffer
+//! is filled through mod_ssl with mod_reqtimeout stepped over (`tls::ReqtimeoutAside`). The
+//! clock counts the bytes read from the socket (the wire filter's count, which
+//! mod_reqtimeout's MinRate counts under event), and at the deadline the wire filter, not
+//! this one, answers APR_TIMEUP, below mod_reqtimeout and mod_ssl as the socket would.
 //!
 //! At a head's deadline the core is run with the bytes received so far and the filter
 //! answers `APR_TIMEUP` where the socket would have timed out: mod_reqtimeout (above it)
@@ -33,11 +40,14 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
 use crate::ffi::reqtimeout::{self, Stage};
-use crate::head::{HeadClock, HeadScan, HeaderStage, Limits, Progress};
+use crate::ffi::tls::{self, ReqtimeoutAside, Wire};
+use crate::head::{HeadClock, HeadScan, Limits, Progress, TimeoutStage};
 use crate::sys;
 
 /// The filter's name (httpd keeps filter names lower-case).
 const FILTER: &std::ffi::CStr = c"rworker_head";
+/// The filter's name over TLS.
+const TLS_FILTER: &std::ffi::CStr = c"rworker_tls_head";
 /// The connection note that carries the time a waiting head's request line came, from the
 /// buffer to the request (`request_time`).
 const LINE_AT: &std::ffi::CStr = c"rworker-request-line-time";
@@ -47,24 +57,33 @@ const REMOTEIP_PROXY: &[u8] = b"remoteip_input";
 /// The registered filter, set by `register_filter` in each configuration pass (before any
 /// child exists) and read by the children.
 static FILTER_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::null_mut());
+/// The same over TLS.
+static TLS_FILTER_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::null_mut());
 
-/// Registers the filter and the request-time hook (from register_hooks, once per
-/// configuration pass). Its type puts
-/// it just above the core's network filter, below mod_logio's, mod_reqtimeout's and every
-/// other connection filter (see the module doc).
+/// Registers the filters and the request-time hook (from register_hooks, once per
+/// configuration pass). Their types put the plain-text filter just above the core's
+/// network filter, below mod_logio's, mod_reqtimeout's and every other connection filter,
+/// and the TLS one just above mod_ssl's (`AP_FTYPE_CONNECTION + 5`; see the module doc).
 pub fn register_filter() {
-    // SAFETY: called single-threaded from register_hooks; the name is 'static and the
-    // function lives in this DSO, which is never unmapped.
-    let rec = unsafe {
-        sys::ap_register_input_filter(
-            FILTER.as_ptr(),
-            Some(replay),
-            None,
+    for (name, ftype, slot) in [
+        (
+            FILTER,
             sys::ap_filter_type_AP_FTYPE_NETWORK - 1,
-        )
-    };
-    // Relaxed: written before the children are forked, which orders it for them.
-    FILTER_REC.store(rec, Ordering::Relaxed);
+            &FILTER_REC,
+        ),
+        (
+            TLS_FILTER,
+            sys::ap_filter_type_AP_FTYPE_CONNECTION + 4,
+            &TLS_FILTER_REC,
+        ),
+    ] {
+        // SAFETY: called single-threaded from register_hooks; the name is 'static and the
+        // function lives in this DSO, which is never unmapped.
+        let rec =
+            unsafe { sys::ap_register_input_filter(name.as_ptr(), Some(replay), None, ftype) };
+        // Relaxed: written before the children are forked, which orders it for them.
+        slot.store(rec, Ordering::Relaxed);
+    }
     // SAFETY: as above.
     unsafe {
         sys::ap_hook_post_read_request(
@@ -118,6 +137,30 @@ pub enum HeadRead {
     More,
 }
 
+/// How a connection's bytes come to the core.
+#[derive(Debug)]
+pub enum Transport {
+    /// From the socket.
+    Plain,
+    /// Through mod_ssl, after a handshake the MPM ran; the connection's wire filter.
+    Tls(Wire),
+}
+
+impl Transport {
+    /// Whether it is TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Transport::Tls(_))
+    }
+
+    /// Over TLS, the bytes the wire filter has counted (0 for plain text).
+    pub fn received(&self) -> u64 {
+        match self {
+            Transport::Plain => 0,
+            Transport::Tls(w) => w.received(),
+        }
+    }
+}
+
 /// A connection's head buffer (see the module doc).
 #[derive(Debug)]
 pub struct HeadBuffer {
@@ -128,10 +171,13 @@ pub struct HeadBuffer {
     clock: HeadClock,
     limits: Limits,
     /// mod_reqtimeout's header stage (None: Timeout per read alone).
-    stage: Option<HeaderStage>,
+    stage: Option<TimeoutStage>,
     /// The head is past its deadline: the filter answers APR_TIMEUP once its complete lines
-    /// are read.
+    /// are read (plain text; over TLS the wire filter answers it).
     expired: bool,
+    /// Over TLS, the wire filter, and its count the clock has seen.
+    wire: Option<Wire>,
+    counted: u64,
     /// Its request line's arrival is noted (`LINE_AT`).
     line_noted: bool,
     /// The filter's entry in the connection's chain.
@@ -142,30 +188,43 @@ pub struct HeadBuffer {
 
 impl HeadBuffer {
     /// Gives connection `c` (one that [`eligible`] let through) a head buffer and its
-    /// filter. None when its server's mod_reqtimeout configuration does not read as
-    /// expected: then the stock path reads its heads (as under every MPM).
+    /// filter, on `transport`. None when its server's mod_reqtimeout configuration does not
+    /// read as expected: then the stock path reads its heads (as under every MPM).
     ///
     /// # Safety
-    /// `c` is a live primary connection the calling thread holds, between requests.
-    pub unsafe fn attach(c: *mut sys::conn_rec, now: u64) -> Option<NonNull<HeadBuffer>> {
-        let rec = FILTER_REC.load(Ordering::Relaxed);
+    /// `c` is a live primary connection the calling thread holds, between requests, and
+    /// `transport` its own.
+    pub unsafe fn attach(
+        c: *mut sys::conn_rec,
+        now: u64,
+        transport: Transport,
+    ) -> Option<NonNull<HeadBuffer>> {
+        let (rec, wire) = match transport {
+            Transport::Plain => (FILTER_REC.load(Ordering::Relaxed), None),
+            Transport::Tls(w) => (TLS_FILTER_REC.load(Ordering::Relaxed), Some(w)),
+        };
         // SAFETY: the caller's contract; the configuration is the running one.
         unsafe {
             let stage = match reqtimeout::header_stage((*c).base_server) {
                 _ if rec.is_null() => return None,
                 Stage::Unknown => return None,
                 Stage::Off => None,
-                Stage::Header(h) => Some(h),
+                Stage::Timed(h) => Some(h),
             };
             let bb = sys::apr_brigade_create((*c).pool, (*c).bucket_alloc);
+            let mut limits = limits_of(c);
+            // A PROXY header comes before the handshake, below mod_ssl.
+            limits.proxy_header &= wire.is_none();
             let buf = Box::into_raw(Box::new(HeadBuffer {
                 bytes: Vec::new(),
                 start: 0,
                 scan: HeadScan::new(),
                 clock: HeadClock::start(now, None, Duration::ZERO),
-                limits: limits_of(c),
+                limits,
                 stage,
                 expired: false,
+                wire,
+                counted: 0,
                 line_noted: false,
                 filter: ptr::null_mut(),
                 bb,
@@ -189,17 +248,24 @@ impl HeadBuffer {
     }
 
     /// A new head begins at `now` (its first read; the core's next blocking read would
-    /// wait up to `per_read`, the socket's timeout): its clock starts, and what is left
-    /// over from the last one (pipelined bytes) is its beginning. The `proxy_header` limit
-    /// holds for the first head only (mod_remoteip reads the header once).
-    pub fn begin(&mut self, now: u64, per_read: Duration) {
+    /// wait up to `per_read`, the socket's timeout; over TLS the wire filter had counted
+    /// `wire_at` bytes then): its clock starts, and what is left over from the last one
+    /// (pipelined bytes) is its beginning. The `proxy_header` limit holds for the first
+    /// head only (mod_remoteip reads the header once).
+    pub fn begin(&mut self, now: u64, per_read: Duration, wire_at: u64) {
         self.bytes.drain(..self.start);
         self.start = 0;
         self.scan = HeadScan::new();
         self.clock = HeadClock::start(now, self.stage, per_read);
-        // Bytes of it read ahead (pipelined) count for MinRate, as mod_reqtimeout counts
-        // them when the core reads them.
-        self.clock.received(self.bytes.len(), now);
+        if self.wire.is_some() {
+            // Counted from the socket: bytes read ahead came with the last head's.
+            self.counted = wire_at;
+            self.count(0, now);
+        } else {
+            // Bytes of it read ahead (pipelined) count for MinRate, as mod_reqtimeout
+            // counts them when the core reads them.
+            self.clock.received(self.bytes.len(), now);
+        }
         self.expired = false;
         self.line_noted = false;
         // SAFETY: the filter's connection is the caller's, whose notes table it is.
@@ -219,12 +285,40 @@ impl HeadBuffer {
                 self.limits.proxy_header = false;
                 return HeadRead::Ready;
             }
-            match self.read_some() {
-                Got::Bytes(n) => self.clock.received(n, now),
+            let got = self.read_some();
+            self.count(if let Got::Bytes(n) = got { n } else { 0 }, now);
+            match got {
+                Got::Bytes(_) => {}
                 Got::Nothing => return HeadRead::More,
                 Got::End => return HeadRead::Ready,
             }
         }
+    }
+
+    /// The clock learns what arrived at `now`: `n` bytes of head, or over TLS what the wire
+    /// filter counted since it last looked (a record's bytes move the deadline before
+    /// they decrypt to anything).
+    fn count(&mut self, n: usize, now: u64) {
+        let n = match &self.wire {
+            Some(w) => {
+                let got = w.received();
+                let n = got.saturating_sub(self.counted);
+                self.counted = got;
+                n as usize
+            }
+            None => n,
+        };
+        self.clock.received(n, now);
+    }
+
+    /// Whether its connection is TLS.
+    pub fn is_tls(&self) -> bool {
+        self.wire.is_some()
+    }
+
+    /// Over TLS, the wire filter's count.
+    pub fn wire_received(&self) -> Option<u64> {
+        self.wire.as_ref().map(Wire::received)
     }
 
     /// Notes now as the time the request line came (`LINE_AT`, in the connection's notes:
@@ -248,7 +342,10 @@ impl HeadBuffer {
 
     /// The head is past its deadline: the core reads what came and then meets a timeout.
     pub fn expire(&mut self) {
-        self.expired = true;
+        match &mut self.wire {
+            Some(w) => w.expire(),
+            None => self.expired = true,
+        }
     }
 
     /// One non-blocking read from the filter below ours. The core's filter answers an
@@ -256,6 +353,12 @@ impl HeadBuffer {
     /// next read then fails with APR_EOF), so an empty read is asked again before it counts
     /// as "nothing".
     fn read_some(&mut self) -> Got {
+        // SAFETY: the filter is in the chain of the connection the calling thread holds,
+        // which is read below it only, and not changed, while the value lives.
+        let _aside = self
+            .wire
+            .is_some()
+            .then(|| unsafe { ReqtimeoutAside::new(self.filter) });
         for _ in 0..2 {
             // SAFETY: the filter and brigade live in the connection's pool, which the
             // calling thread holds (it holds the connection); the brigade is emptied after
@@ -348,20 +451,21 @@ enum Got {
     End,
 }
 
-/// Whether the MPM may read `c`'s request heads: an HTTP/1 connection without TLS, not
-/// taken by another protocol, on an HTTP listener, whose `Protocols` allow http/1.1. Else
-/// the stock path reads them, as under every MPM.
+/// Whether the MPM may read `c`'s request heads: an HTTP/1 connection, without TLS or
+/// over a TLS handshake the MPM ran (`tls`), not taken by another protocol, on an HTTP
+/// listener, whose `Protocols` allow http/1.1. Else the stock path reads them, as under
+/// every MPM.
 ///
 /// # Safety
 /// `c` is a live connection the calling thread holds, before its first request.
-pub unsafe fn eligible(c: *mut sys::conn_rec) -> bool {
+pub unsafe fn eligible(c: *mut sys::conn_rec, tls: bool) -> bool {
     // SAFETY: the caller's contract; the protocol functions read the connection and its
     // server's configuration only.
     unsafe {
         !FILTER_REC.load(Ordering::Relaxed).is_null()
             && (*c).master.is_null()
             && (*c).aborted == 0
-            && speaks_http1(c)
+            && speaks_http1(c, tls)
             && serves_http(c)
             && sys::ap_is_allowed_protocol(c, ptr::null_mut(), ptr::null_mut(), http1()) != 0
     }
@@ -393,27 +497,35 @@ unsafe fn limits_of(c: *mut sys::conn_rec) -> Limits {
 /// it always does (the common case: a fast client's head comes whole, and with `AcceptFilter
 /// http data` it is there at accept). Nothing is copied to a buffer of the connection's and
 /// no filter is added then. False: it is not there yet (or the peek could not tell), and
-/// the head is to be read into a [`HeadBuffer`].
+/// the head is to be read into a [`HeadBuffer`]. Over TLS (`tls`) the peek is at the top
+/// of the chain, through mod_ssl (which keeps what it decrypted for the core's read), with
+/// mod_reqtimeout stepped over.
 ///
 /// # Safety
-/// `c` is a live connection the calling thread holds, between requests; `bb` a brigade of
-/// its pool.
+/// `c` is a live connection the calling thread holds, between requests, without a head
+/// buffer; `bb` a brigade of its pool.
 // Never inlined: its stack copy stays in its own frame, not in the worker's, under which
 // every request's deeper calls would run that much lower (worker stacks' RSS).
 #[inline(never)]
-pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade) -> bool {
+pub unsafe fn peek_ready(
+    c: *mut sys::conn_rec,
+    bb: *mut sys::apr_bucket_brigade,
+    tls: bool,
+) -> bool {
     // SAFETY: the caller's contract.
     let lim = unsafe { limits_of(c) };
     // SAFETY: the caller's contract; the chain's last filter is the core's, which answers a
-    // non-blocking speculative read from what it holds or one recv, and keeps the bytes.
+    // non-blocking speculative read from what it holds or one recv, and keeps the bytes;
+    // mod_ssl's answers one from what it decrypted or decrypts now, and keeps it.
     unsafe {
         let mut f = (*c).input_filters;
-        while !f.is_null() && !(*f).next.is_null() {
+        while !tls && !f.is_null() && !(*f).next.is_null() {
             f = (*f).next;
         }
         if f.is_null() {
             return false;
         }
+        let _aside = tls.then(|| ReqtimeoutAside::new(f));
         let rv = sys::ap_get_brigade(
             f,
             bb,
@@ -447,17 +559,17 @@ pub unsafe fn peek_ready(c: *mut sys::conn_rec, bb: *mut sys::apr_bucket_brigade
 /// The most of a head `peek_ready` looks at (a request head is rarely longer).
 const PEEK: usize = 2048;
 
-/// Whether `c` still speaks plain HTTP/1: no TLS (its handshake comes first: the stock
-/// path; an RFC 2817 upgrade makes it TLS later), and no protocol switch (h2 by Upgrade or
-/// by prior knowledge).
+/// Whether `c` still speaks HTTP/1 as its heads began: TLS or not as `tls` says (an RFC
+/// 2817 upgrade makes a plain one TLS later, under its own handshake), and no protocol
+/// switch (h2 by Upgrade, by prior knowledge, or by ALPN).
 ///
 /// # Safety
 /// `c` is a live connection the calling thread holds.
-pub unsafe fn speaks_http1(c: *mut sys::conn_rec) -> bool {
+pub unsafe fn speaks_http1(c: *mut sys::conn_rec, tls: bool) -> bool {
     // SAFETY: the caller's contract; ap_get_protocol returns a string of the connection's
     // or a static one.
     unsafe {
-        if sys::ap_ssl_conn_is_ssl(c) != 0 {
+        if (sys::ap_ssl_conn_is_ssl(c) != 0) != tls {
             return false;
         }
         let proto = sys::ap_get_protocol(c);
@@ -477,7 +589,7 @@ fn http1() -> *const std::os::raw::c_char {
 ///
 /// # Safety
 /// `c` is a live connection the calling thread holds.
-unsafe fn serves_http(c: *mut sys::conn_rec) -> bool {
+pub unsafe fn serves_http(c: *mut sys::conn_rec) -> bool {
     // SAFETY: the caller's contract; the server's protocol is a string of the configuration
     // (set by listen.c for every server) or NULL.
     unsafe {
@@ -497,8 +609,7 @@ unsafe fn has_filter(c: *mut sys::conn_rec, name: &[u8]) -> bool {
     unsafe {
         let mut f = (*c).input_filters;
         while !f.is_null() {
-            let n = (*(*f).frec).name;
-            if !n.is_null() && std::ffi::CStr::from_ptr(n).to_bytes() == name {
+            if tls::filter_is(f, name) {
                 return true;
             }
             f = (*f).next;

@@ -42,4 +42,5 @@ pub mod signal;
 pub mod socket;
 pub mod status;
 pub mod thread;
+pub mod tls;
 pub mod vhost;

@@ -1,6 +1,7 @@
-//! mod_reqtimeout's header stage as the administrator configured it for a server
-//! (`RequestReadTimeout header=...`), read from the module's own server configuration so
-//! that a head read without a thread is due exactly when mod_reqtimeout would end it.
+//! mod_reqtimeout's handshake and header stages as the administrator configured them for a
+//! server (`RequestReadTimeout handshake=... header=...`), read from the module's own server
+//! configuration so that a TLS handshake or a head waited for without a thread is due
+//! exactly when mod_reqtimeout would end it.
 //!
 //! mod_reqtimeout keeps its per-server configuration in a structure its headers do not
 //! publish: three stages (handshake, header, body) of `{int timeout; int max_timeout; int
@@ -15,7 +16,7 @@
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use crate::head::HeaderStage;
+use crate::head::TimeoutStage;
 use crate::sys;
 
 /// One stage of mod_reqtimeout's server configuration (see the module doc).
@@ -48,13 +49,14 @@ const DEFAULT_HEADER: RawStage = RawStage {
     rate_factor: 1_000_000 / 500,
 };
 
-/// What governs a head's reading on a server.
+/// What governs a read stage on a server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// No header stage (mod_reqtimeout not loaded, or `header=0`): the core's `Timeout`.
+    /// No such stage (mod_reqtimeout not loaded, `header=0`, `handshake=` unset or 0): the
+    /// core's `Timeout` per read.
     Off,
-    /// mod_reqtimeout's header stage.
-    Header(HeaderStage),
+    /// mod_reqtimeout's stage.
+    Timed(TimeoutStage),
     /// mod_reqtimeout is loaded but its configuration does not read as expected.
     Unknown,
 }
@@ -65,10 +67,61 @@ pub enum Stage {
 /// `s` is a server_rec of the running configuration, read by the calling thread while the
 /// configuration lives (any time in a child).
 pub unsafe fn header_stage(s: *const sys::server_rec) -> Stage {
+    // SAFETY: the caller's contract.
+    match unsafe { config(s) } {
+        Read::Off => Stage::Off,
+        Read::Unknown => Stage::Unknown,
+        // Unset: mod_reqtimeout's built-in header stage.
+        Read::Config(cfg) if cfg.header.timeout == UNSET => timed(DEFAULT_HEADER),
+        Read::Config(cfg) => timed(cfg.header),
+    }
+}
+
+/// The handshake stage for connections whose base server is `s`: mod_reqtimeout has no
+/// built-in one ("disabled when unset, for compatibility"), so only `handshake=` sets it.
+///
+/// # Safety
+/// As [`header_stage`].
+pub unsafe fn handshake_stage(s: *const sys::server_rec) -> Stage {
+    // SAFETY: the caller's contract.
+    match unsafe { config(s) } {
+        Read::Off => Stage::Off,
+        Read::Unknown => Stage::Unknown,
+        Read::Config(cfg) if cfg.handshake.timeout <= 0 => Stage::Off,
+        Read::Config(cfg) => timed(cfg.handshake),
+    }
+}
+
+/// A configured stage: off at 0 (`header=0`).
+fn timed(h: RawStage) -> Stage {
+    if h.timeout <= 0 {
+        return Stage::Off;
+    }
+    Stage::Timed(TimeoutStage {
+        timeout: Duration::from_secs(h.timeout as u64),
+        max: (h.max_timeout > 0).then(|| Duration::from_secs(h.max_timeout as u64)),
+        per_byte: Duration::from_micros(h.rate_factor.max(0) as u64),
+    })
+}
+
+/// What a server's mod_reqtimeout configuration reads as.
+enum Read {
+    /// mod_reqtimeout is not loaded.
+    Off,
+    Config(RawConfig),
+    /// Loaded, but its configuration does not read as expected.
+    Unknown,
+}
+
+/// Server `s`'s mod_reqtimeout configuration.
+///
+/// # Safety
+/// As [`header_stage`].
+unsafe fn config(s: *const sys::server_rec) -> Read {
     // SAFETY: a NUL-terminated literal; the module list is the configuration's.
     let m = unsafe { sys::ap_find_linked_module(c"mod_reqtimeout.c".as_ptr()) };
     if m.is_null() {
-        return Stage::Off;
+        return Read::Off;
     }
     // SAFETY: the caller's contract; a loaded module has an entry in every server's
     // module_config vector, at its index, which mod_reqtimeout fills with its structure
@@ -77,30 +130,18 @@ pub unsafe fn header_stage(s: *const sys::server_rec) -> Stage {
         let index = (*m).module_index;
         let v = (*s).module_config as *const *const RawConfig;
         if v.is_null() || index < 0 {
-            return Stage::Unknown;
+            return Read::Unknown;
         }
         let p = *v.add(index as usize);
         if p.is_null() {
-            return Stage::Unknown;
+            return Read::Unknown;
         }
         *p
     };
     if ![cfg.handshake, cfg.header, cfg.body].iter().all(plausible) {
-        return Stage::Unknown;
+        return Read::Unknown;
     }
-    let h = if cfg.header.timeout == UNSET {
-        DEFAULT_HEADER
-    } else {
-        cfg.header
-    };
-    if h.timeout == 0 {
-        return Stage::Off;
-    }
-    Stage::Header(HeaderStage {
-        timeout: Duration::from_secs(h.timeout as u64),
-        max: (h.max_timeout > 0).then(|| Duration::from_secs(h.max_timeout as u64)),
-        per_byte: Duration::from_micros(h.rate_factor.max(0) as u64),
-    })
+    Read::Config(cfg)
 }
 
 /// Values mod_reqtimeout's parser and merge can produce.
@@ -143,5 +184,31 @@ mod tests {
             timeout: -5,
             ..unset
         }));
+    }
+
+    #[test]
+    fn a_stage_at_zero_is_off_and_min_rate_is_per_byte() {
+        let off = RawStage {
+            timeout: 0,
+            max_timeout: UNSET,
+            min_rate: UNSET,
+            rate_factor: 0,
+        };
+        assert_eq!(timed(off), Stage::Off);
+        // handshake=5-10,MinRate=500
+        let hs = RawStage {
+            timeout: 5,
+            max_timeout: 10,
+            min_rate: 500,
+            rate_factor: 2000,
+        };
+        assert_eq!(
+            timed(hs),
+            Stage::Timed(TimeoutStage {
+                timeout: Duration::from_secs(5),
+                max: Some(Duration::from_secs(10)),
+                per_byte: Duration::from_micros(2000),
+            })
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! When a head that is still arriving is due: the deadline mod_reqtimeout would give it
-//! under the event MPM, or without mod_reqtimeout the core's own (`Timeout` per read).
+//! under the event MPM, or without mod_reqtimeout the core's own (`Timeout` per read). A
+//! TLS handshake is timed the same way, by mod_reqtimeout's handshake stage where one is
+//! set (it counts the bytes read from the socket, as mod_reqtimeout does below mod_ssl).
 //!
 //! mod_reqtimeout's header stage starts its clock at the first read of the head (under
 //! event: when a worker starts on a new connection, or when the first byte of a keep-alive
@@ -19,9 +21,10 @@
 
 use std::time::Duration;
 
-/// mod_reqtimeout's header stage, as configured for the connection's server.
+/// A mod_reqtimeout stage (`handshake=` or `header=`), as configured for the connection's
+/// server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeaderStage {
+pub struct TimeoutStage {
     /// The time allowed from the first read.
     pub timeout: Duration,
     /// With MinRate, the most it can be extended to, from the first read (None: no bound).
@@ -46,7 +49,7 @@ pub struct HeadClock {
 
 impl HeadClock {
     /// A head whose first read is at `now`.
-    pub fn start(now: u64, stage: Option<HeaderStage>, per_read: Duration) -> HeadClock {
+    pub fn start(now: u64, stage: Option<TimeoutStage>, per_read: Duration) -> HeadClock {
         let at = |d: Duration| now.saturating_add(d.as_nanos() as u64);
         HeadClock {
             stage_at: stage.map(|s| at(s.timeout)),
@@ -110,9 +113,9 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
-    fn debian() -> HeaderStage {
+    fn debian() -> TimeoutStage {
         // RequestReadTimeout header=20-40,MinRate=500
-        HeaderStage {
+        TimeoutStage {
             timeout: Duration::from_secs(20),
             max: Some(Duration::from_secs(40)),
             per_byte: Duration::from_micros(2000),
@@ -133,7 +136,7 @@ mod tests {
 
     #[test]
     fn without_min_rate_or_without_reqtimeout_the_per_read_timeout_applies() {
-        let fixed = HeaderStage {
+        let fixed = TimeoutStage {
             timeout: Duration::from_secs(3),
             max: None,
             per_byte: Duration::ZERO,

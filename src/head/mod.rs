@@ -9,5 +9,5 @@
 pub mod clock;
 pub mod scan;
 
-pub use clock::{HeadClock, HeaderStage};
+pub use clock::{HeadClock, TimeoutStage};
 pub use scan::{HeadScan, Limits, Progress};

@@ -20,11 +20,13 @@
 use rworker_testkit::httpd::Httpd;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -1597,4 +1599,97 @@ pub fn wait_parked(s: &Server, n: u64, what: &str) {
         (n..=n + 4).contains(&last)
     });
     assert!(ok, "{what}: ConnsAsyncKeepAlive {last}, not {n}");
+}
+
+/// The server's count of parked heads.
+pub fn parked_heads(s: &Server) -> Option<u64> {
+    s.try_server_status_auto()
+        .ok()
+        .map(|st| st.num("RWorkerParkedHeads"))
+}
+
+/// Polls `?auto` until the server counts at least `n` parked heads (or handshakes).
+pub fn assert_parked_heads(s: &Server, n: u64, limit: Duration) {
+    let mut last = None;
+    let ok = wait_until(limit, || {
+        last = parked_heads(s);
+        last.is_some_and(|h| h >= n)
+    });
+    let status = s.try_server_status_auto().map(|st| {
+        [
+            "ConnsTotal",
+            "RWorkerParked",
+            "BusyWorkers",
+            "Processes",
+            "RWorkerConnections",
+        ]
+        .map(|k| format!("{k} {}", st.get(k)))
+        .join(", ")
+    });
+    assert!(
+        ok,
+        "fewer than {n} heads parked: RWorkerParkedHeads = {last:?} ({status:?})"
+    );
+}
+
+/// Clients that each send one more header byte every 2 s (one thread for all), never
+/// finishing their heads; counts those the server closed.
+pub struct Dribblers {
+    closed: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Dribblers {
+    /// Starts dribbling on `conns` (non-blocking streams: a read that would block means
+    /// the server has said nothing).
+    pub fn start<S: Read + Write + Send + 'static>(mut conns: Vec<S>) -> Dribblers {
+        let closed = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (cl, sp) = (closed.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let n = conns.len();
+            let start = Instant::now();
+            let mut next: Vec<Duration> = (0..n)
+                .map(|i| Duration::from_millis((i as u64 * 2000) / n.max(1) as u64))
+                .collect();
+            let mut open = vec![true; n];
+            while !sp.load(Ordering::Relaxed) {
+                let now = start.elapsed();
+                for (i, c) in conns.iter_mut().enumerate() {
+                    if !open[i] || now < next[i] {
+                        continue;
+                    }
+                    next[i] += Duration::from_secs(2);
+                    let mut b = [0u8; 64];
+                    // Anything from the server (a 408, its FIN, a reset) ends it.
+                    let gone = c.write_all(b"x").is_err()
+                        || !matches!(c.read(&mut b), Err(ref e) if e.kind() == ErrorKind::WouldBlock);
+                    if gone {
+                        open[i] = false;
+                        cl.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        Dribblers {
+            closed,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn closed(&self) -> usize {
+        self.closed.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Dribblers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
