@@ -2,7 +2,7 @@
 # own ServerRoot under /tmp, started and stopped by its own pidfile, and the run's settings.
 #
 #   . "$(dirname "$0")/../lib.sh"
-#   bench_server mpm-line "extra lines"   # sets ROOT PORT; writes and starts the server
+#   bench_server name mpm-line "extra lines" [tls]   # sets ROOT PORT PID SCHEME; starts it
 #   bench_stop                            # stops it by its pidfile, removes ROOT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -41,13 +41,39 @@ mpm_load() {
     esac
 }
 
-# bench_server NAME LOAD EXTRA: a private server (temp dir named after NAME) with Debian's
-# sizing unless EXTRA says otherwise (later lines win), a 1-byte /1b, started; sets ROOT
-# PORT PID.
+# bench_server NAME LOAD EXTRA [tls]: a private server (temp dir named after NAME) with
+# Debian's sizing unless EXTRA says otherwise (later lines win), a 1-byte /1b, started; sets
+# ROOT PORT PID SCHEME. With `tls` its one listener speaks only TLS (an HTTPS-only site,
+# SCHEME https): `Listen ... https`, mod_ssl and mod_socache_shmcb with the settings of
+# Debian's ssl.conf (session cache, no session tickets, its ciphers and protocols), and a
+# vhost with SSLEngine on and a self-signed ECDSA P-256 certificate for localhost, made
+# for this server by the openssl CLI under ROOT/tls.
 bench_server() {
-    local name=$1 load=$2 extra=$3
-    ROOT=$(mktemp -d "/tmp/rw-$name.XXXXXX"); PORT=$(free_port)
+    local name=$1 load=$2 extra=$3 tls=${4:-} listen
+    ROOT=$(mktemp -d "/tmp/rw-$name.XXXXXX"); PORT=$(free_port); SCHEME=http
     mkdir -p "$ROOT"/{run,logs,htdocs}; printf x > "$ROOT/htdocs/1b"; chmod -R a+rX "$ROOT"
+    listen="Listen 127.0.0.1:$PORT"
+    if [[ $tls == tls ]]; then
+        SCHEME=https
+        mkdir -p "$ROOT/tls"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+            -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+            -addext basicConstraints=critical,CA:FALSE \
+            -keyout "$ROOT/tls/key.pem" -out "$ROOT/tls/cert.pem" 2>/dev/null
+        listen="Listen 127.0.0.1:$PORT https
+LoadModule socache_shmcb_module /usr/lib/apache2/modules/mod_socache_shmcb.so
+LoadModule ssl_module /usr/lib/apache2/modules/mod_ssl.so
+SSLSessionCache shmcb:$ROOT/run/ssl_scache(512000)
+SSLSessionCacheTimeout 300
+SSLCipherSuite HIGH:!aNULL
+SSLProtocol all -SSLv3
+SSLSessionTickets off
+<VirtualHost 127.0.0.1:$PORT>
+    SSLEngine on
+    SSLCertificateFile $ROOT/tls/cert.pem
+    SSLCertificateKeyFile $ROOT/tls/key.pem
+</VirtualHost>"
+    fi
     cat > "$ROOT/httpd.conf" <<CONF
 ServerRoot $ROOT
 PidFile $ROOT/run/httpd.pid
@@ -56,7 +82,7 @@ Mutex file:$ROOT/run default
 $load
 LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
 ServerName localhost
-Listen 127.0.0.1:$PORT
+$listen
 User www-data
 Group www-data
 DocumentRoot $ROOT/htdocs
@@ -75,16 +101,23 @@ MaxRequestWorkers 150
 $extra
 CONF
     apache2 -f "$ROOT/httpd.conf" -k start
-    for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/1b" && break; sleep 0.1; done
+    for _ in $(seq 100); do curl -kfs -o /dev/null "$SCHEME://127.0.0.1:$PORT/1b" && break; sleep 0.1; done
     PID=$(cat "$ROOT/run/httpd.pid")
 }
 
-# Stops the server of bench_server by its pidfile and waits for the parent; prints the
+# Stops the server of bench_server by its pidfile and waits for the parent; if it has not
+# ended within 20 s, SIGKILLs exactly that parent and its children (a server stuck in
+# its threads must not leave the next cell beside it, nor hold a script forever). Prints the
 # error log's warnings and worse (GREP: a pattern of lines to show instead), removes ROOT
 # unless KEEP is set.
 bench_stop() {
     apache2 -f "$ROOT/httpd.conf" -k stop 2>/dev/null || true
     for _ in $(seq 200); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$PID" 2>/dev/null; then
+        echo "    stop: pid $PID still running 20 s after -k stop; SIGKILL to it and its children"
+        kill -KILL $(pgrep -P "$PID") "$PID" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+    fi
     grep -vE 'AH00558' "$ROOT/logs/error.log" | grep -E "${GREP:-error|warn|emerg|crit}" \
         | sort | uniq -c | sort -rn | head -3 | sed 's/^/    log: /' || true
     [[ -n ${KEEP:-} ]] && echo "kept $ROOT" || rm -rf "$ROOT"

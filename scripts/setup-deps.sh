@@ -14,8 +14,8 @@ PACKAGES=(
     wrk
     curl
     nghttp2-client # h2load (tests/park_modules.rs)
-    libssl-dev     # rworker-diff's TLS client (the openssl crate)
-    openssl        # rworker-diff's test certificate
+    libssl-dev     # rworker-diff's and rworker-ab --tls's TLS client (the openssl crate)
+    openssl        # the test certificates: rworker-diff, rworker-ab --tls, bench/slow-senders
     ca-certificates  # curl to https (the rustup command below)
     dpkg-dev       # scripts/build-deb.sh: dpkg-shlibdeps, dpkg-parsechangelog
     lintian        # tests/package.rs checks the .deb

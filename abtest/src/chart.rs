@@ -1,9 +1,10 @@
 //! An SVG chart, written by hand (no plotting dependency): one column of panels per
-//! connection mode × file size, two rows (req/s; httpd CPU µs per request), bars per MPM
+//! connection mode × file size (titled `TLS ...` for a `--tls` run), two rows (req/s; httpd CPU µs per request), bars per MPM
 //! grouped by client count, each bar the median with a min–max whisker.
 
 use crate::mpm::MpmKind;
 use crate::options::ConnMode;
+use crate::plan::Cell;
 use crate::report::{cell_label, Stat, Summary, Table};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -66,9 +67,10 @@ fn esc(s: &str) -> String {
 
 /// Renders the chart. `title` goes on top, up to two lines (command line; date and machine).
 pub fn svg(table: &Table, title: &str) -> String {
-    let panels: Vec<(ConnMode, u64)> = table
+    // One panel per transport, mode and size (a run is all TLS or all plain).
+    let panels: Vec<(bool, ConnMode, u64)> = table
         .keys()
-        .map(|c| (c.mode, c.size))
+        .map(|c| (c.tls, c.mode, c.size))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -136,10 +138,11 @@ pub fn svg(table: &Table, title: &str) -> String {
             py + ph / 2.0,
             esc(metric_name)
         );
-        for (col, &(mode, size)) in panels.iter().enumerate() {
+        for (col, &(tls, mode, size)) in panels.iter().enumerate() {
             let px = left + col as f64 * (pw + gap_x);
             // Panel title: the cell without its client count.
-            let any_cell = table.keys().find(|c| c.mode == mode && c.size == size);
+            let in_panel = |c: &Cell| c.tls == tls && c.mode == mode && c.size == size;
+            let any_cell = table.keys().find(|c| in_panel(c));
             let name = any_cell.map_or(String::new(), |c| {
                 cell_label(c)
                     .rsplit_once(" c=")
@@ -155,7 +158,7 @@ pub fn svg(table: &Table, title: &str) -> String {
             let ymax = nice_ceiling(
                 table
                     .iter()
-                    .filter(|(c, _)| c.mode == mode && c.size == size)
+                    .filter(|(c, _)| in_panel(c))
                     .flat_map(|(_, r)| r.values().map(|v| metric(v).max))
                     .filter(|x| x.is_finite())
                     .fold(0.0, f64::max),
@@ -188,9 +191,7 @@ pub fn svg(table: &Table, title: &str) -> String {
                     gx + (group_w - 16.0) / 2.0,
                     py + ph + 16.0
                 );
-                let Some((_, row)) = table
-                    .iter()
-                    .find(|(k, _)| k.mode == mode && k.size == size && k.clients == c)
+                let Some((_, row)) = table.iter().find(|(k, _)| in_panel(k) && k.clients == c)
                 else {
                     continue;
                 };

@@ -13,6 +13,9 @@
 //! samples into a table, CSVs and [`chart`] an SVG; for rworker, each cell also records the
 //! `RWorkerHandoffs` / `RWorkerFutexWakes` deltas of `server-status?auto` ([`status`]).
 //!
+//! `--tls` ([`tls`]) runs the same matrix over HTTPS: one TLS-only listener per server, the
+//! same for every MPM, and every cell marked TLS in the outputs.
+//!
 //! `--percon` ([`percon`]) measures instead what one connection and one request cost: one
 //! child per MPM, a fixed `ab` load, system calls by kind under `strace -f` ([`trace`]), CPU
 //! and context switches from `/proc` without it.
@@ -31,6 +34,7 @@ pub mod report;
 pub mod server;
 pub mod shutdown;
 pub mod status;
+pub mod tls;
 pub mod trace;
 
 pub use error::{Error, Result};

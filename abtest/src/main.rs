@@ -10,6 +10,7 @@ use rworker_ab::error::Context;
 use rworker_ab::mpm::{Modules, MpmKind, Pair, STOCK_WORKER_SO};
 use rworker_ab::options::{pairs_in_command, Options};
 use rworker_ab::plan::{mmss, Plan, Sample};
+use rworker_ab::tls::Certificate;
 use rworker_ab::{chart, memory, percon, report, server, shutdown, Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -268,6 +269,24 @@ fn run(opts: Options) -> Result<bool> {
         baseline: baseline.as_ref().map(|s| s.path.clone()),
         worker_aa: worker_aa.as_ref().map(|s| s.path.clone()),
     };
+    // --tls: one certificate for every server of the run.
+    let certificate = if opts.tls {
+        let c = Certificate::make()?;
+        machine.push_str(&format!(
+            "\n$ TLS (--tls)\n{}; mod_ssl {}; certificate ECDSA P-256, self-signed, CN=localhost \
+             (sha256 fingerprint {}), certificate made in {} (removed at the end)",
+            sh("openssl version"),
+            sh("dpkg-query -W -f='${Version}' apache2-bin 2>/dev/null || echo '?'"),
+            sh(&format!(
+                "openssl x509 -in '{}' -noout -fingerprint -sha256 | cut -d= -f2 | cut -c1-23",
+                c.dir.join("cert.pem").display()
+            )),
+            c.dir.display()
+        ));
+        Some(c)
+    } else {
+        None
+    };
     if opts.memory {
         return run_memory(&opts, &modules, &machine);
     }
@@ -284,7 +303,7 @@ fn run(opts: Options) -> Result<bool> {
         plan.opts.duration,
         mmss(plan.estimated_secs())
     );
-    let outcome = plan.run(&modules, |line| eprintln!("{line}"))?;
+    let outcome = plan.run(&modules, certificate.as_ref(), |line| eprintln!("{line}"))?;
     let table = report::summarise(&outcome.samples);
     let md = report::markdown(&plan, &outcome, &machine);
     let out = &plan.opts.out;

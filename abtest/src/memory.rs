@@ -93,7 +93,7 @@ fn idle_connection(port: u16, path: &str) -> Result<TcpStream> {
 
 /// `ConnsAsyncKeepAlive` now (0 when absent).
 fn parked(port: u16) -> u64 {
-    http_get(port, "/server-status?auto")
+    http_get(port, false, "/server-status?auto")
         .ok()
         .and_then(|(_, body)| parse_auto(&body).get("ConnsAsyncKeepAlive")?.parse().ok())
         .unwrap_or(0)
@@ -115,7 +115,7 @@ pub fn run(
                 return Err(Error("interrupted".into()));
             }
             let so = modules.for_kind(mpm)?;
-            let (server, what) = Server::start_with(mpm, &[1], so, &overrides)?;
+            let (server, what) = Server::start_with(mpm, &[1], so, &overrides, None)?;
             progress(&format!(
                 "rep {}/{} {mpm}: started pid {} on port {}; verified {what}",
                 rep + 1,
@@ -124,7 +124,7 @@ pub fn run(
                 server.port
             ));
             for _ in 0..50 {
-                http_get(server.port, &path)?;
+                http_get(server.port, false, &path)?;
             }
             std::thread::sleep(Duration::from_secs(2));
             let rss_before_kb = children_rss_kb(server.parent);
@@ -150,7 +150,7 @@ pub fn run(
             };
             drop(conns);
             if !all_parked {
-                let conns = http_get(server.port, "/server-status?auto")
+                let conns = http_get(server.port, false, "/server-status?auto")
                     .map(|(_, body)| {
                         body.lines()
                             .filter(|l| l.starts_with("Conns"))

@@ -101,6 +101,9 @@ pub struct Options {
     pub no_perf: bool,
     /// `--memory`: instead of the matrix, resident memory per idle keep-alive connection.
     pub memory: bool,
+    /// `--tls`: every server's one listener speaks only TLS and wrk requests `https://`
+    /// (see [`crate::tls`]); the cells, tables and CSVs say so.
+    pub tls: bool,
     /// The command line, as given (in its `cargo run` form), for the report.
     pub command_line: String,
 }
@@ -152,6 +155,11 @@ paired.csv (per-repetition ratios) and chart.svg to --out.
   --rworker-so PATH    rworker module (default target/release/libmod_mpm_rworker.so)
   --baseline-so PATH   another build of it, run as rworker-park-base (before/after)
   --path URLPATH       request URLPATH instead of the payload file (harness self-check)
+  --tls                the matrix over HTTPS: every server's one listener speaks only TLS
+                       (Listen ... https, mod_ssl with Debian's ssl.conf settings: session
+                       cache, no tickets; one self-signed ECDSA P-256 certificate per run)
+                       and wrk requests https:// (keep-alive reuses a TLS connection, close
+                       makes a handshake per request); tables and CSVs mark the cells TLS
   --replot DIR         only redraw DIR/chart.svg, DIR/summary.csv, DIR/paired.md and
                        DIR/paired.csv from DIR/results.csv (with the --pair options of
                        DIR/results.md's command line and of this one)
@@ -277,6 +285,7 @@ impl Options {
             keep_traces: false,
             no_perf: false,
             memory,
+            tls: false,
             command_line: std::iter::once("cargo run --release -p rworker-ab --".to_string())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
@@ -337,6 +346,7 @@ impl Options {
                 }
                 "--out" => o.out = PathBuf::from(value()?),
                 "--no-build" => o.no_build = true,
+                "--tls" => o.tls = true,
                 "--autogroup" => {
                     o.keep_autogroup = match value()?.as_str() {
                         "keep" => true,
@@ -436,6 +446,9 @@ impl Options {
                     self.clients[0]
                 );
             }
+        }
+        if self.tls && (self.percon || self.memory) {
+            bail!("--tls goes with the matrix, not --percon or --memory");
         }
         if self.memory {
             if self.percon || self.quick {
@@ -649,6 +662,21 @@ mod tests {
             "--modes keepalive --close-clients 100",
             "--percon --close-clients 4",
         ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn tls_goes_with_the_matrix() {
+        assert!(!Options::parse(&[]).expect("defaults").tls);
+        let o = Options::parse(&args(
+            "--tls --debian-sizing --mpms worker,worker-aa,rworker --keepalive-clients 50,400 \
+             --close-clients 50,400 --pair rworker/worker-aa",
+        ))
+        .expect("parse");
+        assert!(o.tls && o.debian_sizing);
+        assert_eq!(o.clients_for(ConnMode::Close), &[50, 400]);
+        for bad in ["--tls --percon", "--tls --memory", "--percon --tls"] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad} was accepted");
         }
     }

@@ -189,7 +189,7 @@ pub fn run(opts: &Options, modules: &Modules, mut progress: impl FnMut(&str)) ->
                 return Err(Error("interrupted".into()));
             }
             let so = modules.for_kind(mpm)?;
-            let (mut server, what) = Server::start_with(mpm, &[SIZE], so, &ov)?;
+            let (mut server, what) = Server::start_with(mpm, &[SIZE], so, &ov, None)?;
             let child = only_child(server.parent)?;
             let line = format!(
                 "rep {}/{} {mpm}: started pid {} (one child, pid {child}) on port {} \
@@ -213,7 +213,7 @@ pub fn run(opts: &Options, modules: &Modules, mut progress: impl FnMut(&str)) ->
             for &mode in &opts.modes {
                 let m = mode.label();
                 // 1. Untraced.
-                let st0 = status::rworker_counters(server.port);
+                let st0 = status::rworker_counters(server.port, server.tls);
                 std::thread::sleep(SETTLE);
                 let p0 = sample_process(child);
                 let host0 = procstat::host_cpu();
@@ -229,7 +229,7 @@ pub fn run(opts: &Options, modules: &Modules, mut progress: impl FnMut(&str)) ->
                 let host1 = procstat::host_cpu();
                 std::thread::sleep(SETTLE);
                 let p1 = sample_process(child);
-                let st1 = status::rworker_counters(server.port);
+                let st1 = status::rworker_counters(server.port, server.tls);
                 same_child(&server, child, threads, "the untraced pass")?;
                 let rworker = st0.zip(st1).map(|(a, b)| {
                     let mut d = b.since(&a);

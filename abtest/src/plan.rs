@@ -9,11 +9,16 @@ use crate::procstat::{self, TreeSample};
 use crate::server::{payload_path, Server};
 use crate::shutdown;
 use crate::status::{self, RworkerCounters};
+use crate::tls::Certificate;
 use std::time::Instant;
 
-/// One point of the load space: how connections are used, what file, how many clients.
+/// One point of the load space: over TLS or not, how connections are used, what file, how
+/// many clients. A run's cells are all TLS or all plain (`--tls`); the field keeps the two
+/// apart wherever cells are tabled, charted or read back from a CSV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Cell {
+    /// HTTPS (`--tls`) rather than plain HTTP.
+    pub tls: bool,
     /// Keep-alive or one request per connection.
     pub mode: ConnMode,
     /// Payload size in bytes.
@@ -26,7 +31,8 @@ impl std::fmt::Display for Cell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {} B c={}",
+            "{}{} {} B c={}",
+            if self.tls { "TLS " } else { "" },
             self.mode.label(),
             self.size,
             self.clients
@@ -139,13 +145,15 @@ pub fn mmss(secs: f64) -> String {
 }
 
 impl Plan {
-    /// The cells: every mode × size × that mode's clients ([`Options::clients_for`]).
+    /// The cells: every mode × size × that mode's clients ([`Options::clients_for`]), all
+    /// over TLS with `--tls`.
     pub fn new(opts: Options) -> Plan {
         let mut cells = Vec::new();
         for &mode in &opts.modes {
             for &size in &opts.sizes {
                 for &clients in opts.clients_for(mode) {
                     cells.push(Cell {
+                        tls: opts.tls,
                         mode,
                         size,
                         clients,
@@ -178,9 +186,22 @@ impl Plan {
     /// does not start, is not the MPM it should be, or crashes aborts the matrix (`Err`);
     /// non-2xx responses and socket errors mark the run failed and the matrix goes on.
     /// `modules` has the module copies the kinds load (rworker's, the baseline's,
-    /// worker-aa's).
-    pub fn run(&self, modules: &Modules, mut progress: impl FnMut(&str)) -> Result<Outcome> {
+    /// worker-aa's); `tls` the run's certificate, which `--tls` needs.
+    pub fn run(
+        &self,
+        modules: &Modules,
+        tls: Option<&Certificate>,
+        mut progress: impl FnMut(&str),
+    ) -> Result<Outcome> {
         let o = &self.opts;
+        if o.tls != tls.is_some() {
+            return Err(Error(format!(
+                "--tls is {}, but the run {} a certificate",
+                if o.tls { "on" } else { "off" },
+                if tls.is_some() { "has" } else { "has no" }
+            )));
+        }
+        let tls_dir = tls.map(|c| c.dir.as_path());
         let t0 = Instant::now();
         let total = self.total_runs();
         let estimate = self.estimated_secs();
@@ -201,7 +222,8 @@ impl Plan {
                     overrides.push(("MaxConnectionsPerChild", n.to_string()));
                 }
                 let so = modules.for_kind(mpm)?;
-                let (mut server, what) = Server::start_with(mpm, &o.sizes, so, &overrides)?;
+                let (mut server, what) =
+                    Server::start_with(mpm, &o.sizes, so, &overrides, tls_dir)?;
                 let line = format!(
                     "rep {}/{} {mpm}: started pid {} on port {} (ServerRoot {}); verified {what}",
                     rep + 1,
@@ -280,7 +302,7 @@ impl Plan {
         ));
         let tick = procstat::clock_ticks_per_sec() as f64;
         // Read before the /proc readings and after them, so its own request is not in them.
-        let status0 = status::rworker_counters(server.port);
+        let status0 = status::rworker_counters(server.port, server.tls);
         let host0 = procstat::host_cpu();
         let before: TreeSample = procstat::sample_tree(server.parent);
         let t = Instant::now();
@@ -295,7 +317,7 @@ impl Plan {
         let wall_s = t.elapsed().as_secs_f64();
         let after = procstat::sample_tree(server.parent);
         let host1 = procstat::host_cpu();
-        let status1 = status::rworker_counters(server.port);
+        let status1 = status::rworker_counters(server.port, server.tls);
         let rworker = status0.zip(status1).map(|(a, b)| {
             let mut d = b.since(&a);
             // The second status request was itself accepted and handed off.
@@ -400,5 +422,40 @@ mod tests {
         // Without per-mode lists: the full product, as before.
         let plan = Plan::new(Options::parse(&args("--sizes 1 --clients 50,100")).expect("parse"));
         assert_eq!(plan.cells.len(), 4);
+        assert!(plan.cells.iter().all(|c| !c.tls));
+    }
+
+    #[test]
+    fn tls_marks_every_cell() {
+        let o = Options::parse(&args(
+            "--tls --sizes 1 --keepalive-clients 50,400 --close-clients 50",
+        ))
+        .expect("parse");
+        let plan = Plan::new(o);
+        let cells: Vec<String> = plan.cells.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            cells,
+            [
+                "TLS keepalive 1 B c=50",
+                "TLS keepalive 1 B c=400",
+                "TLS close 1 B c=50"
+            ]
+        );
+        // The same cell over TLS and over plain HTTP are two cells.
+        let plain = Cell {
+            tls: false,
+            ..plan.cells[0]
+        };
+        assert_ne!(plain, plan.cells[0]);
+        // The certificate and the option go together.
+        let modules = Modules {
+            rworker: "/nonexistent.so".into(),
+            baseline: None,
+            worker_aa: None,
+        };
+        let err = plan
+            .run(&modules, None, |_| {})
+            .expect_err("--tls without a certificate");
+        assert!(err.0.contains("--tls is on"), "{}", err.0);
     }
 }

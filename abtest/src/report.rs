@@ -457,9 +457,24 @@ fn size_label(size: u64) -> String {
     }
 }
 
-/// Short human label of a cell: `keepalive 4 KiB c=50`.
+/// Short human label of a cell: `keepalive 4 KiB c=50`, `TLS keepalive 4 KiB c=50`.
 pub fn cell_label(c: &Cell) -> String {
-    format!("{} {} c={}", c.mode.label(), size_label(c.size), c.clients)
+    format!(
+        "{}{} {} c={}",
+        if c.tls { "TLS " } else { "" },
+        c.mode.label(),
+        size_label(c.size),
+        c.clients
+    )
+}
+
+/// The `tls` column of the CSVs.
+fn tls_column(c: &Cell) -> &'static str {
+    if c.tls {
+        "yes"
+    } else {
+        "no"
+    }
 }
 
 fn f(x: f64, decimals: usize) -> String {
@@ -495,7 +510,11 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
     let o = &plan.opts;
     let table = summarise(&out.samples);
     let mut m = String::new();
-    let _ = writeln!(m, "# rworker A/B benchmark\n");
+    if o.tls {
+        let _ = writeln!(m, "# rworker A/B benchmark over TLS (HTTPS only)\n");
+    } else {
+        let _ = writeln!(m, "# rworker A/B benchmark\n");
+    }
     let _ = writeln!(
         m,
         "Command (from the repository root):\n\n```sh\n{}\n```\n",
@@ -557,6 +576,19 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
          KeepAlive On (100 requests, 5 s), no access log, 127.0.0.1 only. \
          `close` = wrk with `Connection: close` (one request per connection).\n"
     );
+    if o.tls {
+        let _ = writeln!(
+            m,
+            "TLS (`--tls`, every cell): the one listener speaks only TLS (`Listen ... https`, \
+             `apache-conf/ab/tls.conf.in`: mod_ssl with Debian's ssl.conf settings, \
+             SSLSessionCache shmcb, SSLSessionTickets off, SSLCipherSuite HIGH:!aNULL; one \
+             self-signed ECDSA P-256 certificate for the run); wrk requests https://, so \
+             `keepalive` reuses each TLS connection and `close` makes a TLS handshake per \
+             request. wrk offers each new connection the session of its previous one, and the \
+             session cache resumes it: a `close` request's handshake is an abbreviated one \
+             (key exchange, no certificate signature).\n"
+        );
+    }
     let (w, r, a) = (MpmKind::Worker, MpmKind::Rworker, MpmKind::RworkerApr);
     let rps = |s: &Summary| s.rps;
     let cpu = |s: &Summary| s.cpu_us;
@@ -686,7 +718,7 @@ pub fn markdown(plan: &Plan, out: &Outcome, machine: &str) -> String {
 /// One CSV row per run.
 pub fn samples_csv(samples: &[Sample]) -> String {
     let mut c = String::from(
-        "mpm,mode,size_bytes,clients,rep,requests,req_per_s,p50_us,p99_us,non_2xx,sock_connect,sock_read,sock_write,sock_timeout,wall_s,httpd_cpu_s,httpd_cpu_us_per_req,httpd_cpu_pct,vcsw,nvcsw,vcsw_per_req,wrk_cpu_s,wrk_cpu_us_per_req,child_churn,host_busy_pct,load1,failure,rworker_handoffs,rworker_futex_wakes,rworker_wakes_per_handoff\n",
+        "mpm,mode,size_bytes,clients,rep,requests,req_per_s,p50_us,p99_us,non_2xx,sock_connect,sock_read,sock_write,sock_timeout,wall_s,httpd_cpu_s,httpd_cpu_us_per_req,httpd_cpu_pct,vcsw,nvcsw,vcsw_per_req,wrk_cpu_s,wrk_cpu_us_per_req,child_churn,host_busy_pct,load1,failure,rworker_handoffs,rworker_futex_wakes,rworker_wakes_per_handoff,tls\n",
     );
     for s in samples {
         let rw = s.rworker.as_ref().map_or(",,".into(), |r| {
@@ -700,7 +732,7 @@ pub fn samples_csv(samples: &[Sample]) -> String {
         let e = s.wrk.socket_errors;
         let _ = writeln!(
             c,
-            "{},{},{},{},{},{},{:.2},{:.1},{:.1},{},{},{},{},{},{:.3},{:.3},{:.2},{:.1},{},{},{:.3},{:.3},{:.2},{},{:.1},{:.2},{},{}",
+            "{},{},{},{},{},{},{:.2},{:.1},{:.1},{},{},{},{},{},{:.3},{:.3},{:.2},{:.1},{},{},{:.3},{:.3},{:.2},{},{:.1},{:.2},{},{},{}",
             s.mpm,
             s.cell.mode.label(),
             s.cell.size,
@@ -729,6 +761,7 @@ pub fn samples_csv(samples: &[Sample]) -> String {
             s.load1,
             s.failure.as_deref().unwrap_or("").replace([',', '\n'], ";"),
             rw,
+            tls_column(&s.cell),
         );
     }
     c
@@ -737,14 +770,14 @@ pub fn samples_csv(samples: &[Sample]) -> String {
 /// One CSV row per cell and MPM: medians, ranges and the ratios to the stock worker.
 pub fn summary_csv(table: &Table) -> String {
     let mut c = String::from(
-        "mode,size_bytes,clients,mpm,runs,req_per_s_median,req_per_s_min,req_per_s_max,p50_us_median,p99_us_median,cpu_us_per_req_median,cpu_us_per_req_min,cpu_us_per_req_max,httpd_cpu_pct_median,vcsw_per_req_median,wrk_cpu_us_per_req_median,errors,child_churn,req_per_s_vs_worker,cpu_per_req_vs_worker,rworker_wakes_per_handoff_median\n",
+        "mode,size_bytes,clients,mpm,runs,req_per_s_median,req_per_s_min,req_per_s_max,p50_us_median,p99_us_median,cpu_us_per_req_median,cpu_us_per_req_min,cpu_us_per_req_max,httpd_cpu_pct_median,vcsw_per_req_median,wrk_cpu_us_per_req_median,errors,child_churn,req_per_s_vs_worker,cpu_per_req_vs_worker,rworker_wakes_per_handoff_median,tls\n",
     );
     for (cell, row) in table {
         for (mpm, s) in row {
             let opt = |r: Option<f64>| r.map_or(String::new(), |r| format!("{r:.3}"));
             let _ = writeln!(
                 c,
-                "{},{},{},{},{},{:.2},{:.2},{:.2},{:.1},{:.1},{:.2},{:.2},{:.2},{:.1},{:.3},{:.2},{},{},{},{},{}",
+                "{},{},{},{},{},{:.2},{:.2},{:.2},{:.1},{:.1},{:.2},{:.2},{:.2},{:.1},{:.3},{:.2},{},{},{},{},{},{}",
                 cell.mode.label(),
                 cell.size,
                 cell.clients,
@@ -767,6 +800,7 @@ pub fn summary_csv(table: &Table) -> String {
                 opt(ratio(row, *mpm, MpmKind::Worker, |s| s.cpu_us)),
                 s.wakes_per_handoff
                     .map_or(String::new(), |w| format!("{:.4}", w.median)),
+                tls_column(cell),
             );
         }
     }
@@ -776,10 +810,11 @@ pub fn summary_csv(table: &Table) -> String {
 /// One CSV row per pair the paired section shows ([`shown_pairs`]), cell and metric
 /// (`req_per_s`, `cpu_us_per_req`): how many repetitions paired, the median and range of
 /// their ratios `a / b`, the cell's A/A band in % (empty without worker-aa and worker) and
-/// whether the median lies beyond it (`yes` / `no`; empty for the A/A pair itself).
+/// whether the median lies beyond it (`yes` / `no`; empty for the A/A pair itself); `tls`
+/// whether the cell ran over TLS.
 pub fn paired_csv(samples: &[Sample], mpms: &[MpmKind], extra: &[Pair]) -> String {
     let mut c = String::from(
-        "a,b,mode,size_bytes,clients,metric,reps,median,min,max,aa_band_pct,beyond_aa\n",
+        "a,b,mode,size_bytes,clients,metric,reps,median,min,max,aa_band_pct,beyond_aa,tls\n",
     );
     let aa = mpms.contains(&AA_PAIR.0) && mpms.contains(&AA_PAIR.1);
     for (a, b) in shown_pairs(mpms, extra) {
@@ -801,14 +836,15 @@ pub fn paired_csv(samples: &[Sample], mpms: &[MpmKind], extra: &[Pair]) -> Strin
                 };
                 let _ = writeln!(
                     c,
-                    "{a},{b},{},{},{},{name},{},{:.4},{:.4},{:.4},{band_pct},{beyond}",
+                    "{a},{b},{},{},{},{name},{},{:.4},{:.4},{:.4},{band_pct},{beyond},{}",
                     cell.mode.label(),
                     cell.size,
                     cell.clients,
                     v.len(),
                     st.median,
                     st.min,
-                    st.max
+                    st.max,
+                    tls_column(&cell)
                 );
             }
         }
@@ -875,6 +911,8 @@ pub fn samples_from_csv(text: &str) -> crate::Result<Vec<Sample>> {
         out.push(Sample {
             mpm: get("mpm")?.parse()?,
             cell: Cell {
+                // Older results.csv files have no tls column: they all ran plain HTTP.
+                tls: get("tls").is_ok_and(|v| v == "yes"),
                 mode: get("mode")?.parse()?,
                 size: num("size_bytes")? as u64,
                 clients: num("clients")? as u32,
@@ -912,6 +950,7 @@ mod tests {
         Sample {
             mpm,
             cell: Cell {
+                tls: false,
                 mode: crate::options::ConnMode::KeepAlive,
                 size: 1,
                 clients: 50,
@@ -1016,6 +1055,7 @@ mod tests {
     fn a_pair_is_judged_against_the_aa_band_of_its_cell() {
         use MpmKind::{Rworker as R, RworkerThread as T, Worker as W, WorkerAa as AA};
         let cell = |mode, clients| Cell {
+            tls: false,
             mode,
             size: 1,
             clients,
@@ -1104,24 +1144,24 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(
             lines[0],
-            "a,b,mode,size_bytes,clients,metric,reps,median,min,max,aa_band_pct,beyond_aa"
+            "a,b,mode,size_bytes,clients,metric,reps,median,min,max,aa_band_pct,beyond_aa,tls"
         );
         assert!(
             lines.contains(
-                &"rworker,rworker-thread,keepalive,1,50,req_per_s,3,1.1000,1.1000,1.1000,4.17,yes"
+                &"rworker,rworker-thread,keepalive,1,50,req_per_s,3,1.1000,1.1000,1.1000,4.17,yes,no"
             ),
             "{csv}"
         );
         assert!(
             lines.contains(
-                &"rworker,rworker-thread,close,1,100,req_per_s,2,1.0500,1.0500,1.0500,10.00,no"
+                &"rworker,rworker-thread,close,1,100,req_per_s,2,1.0500,1.0500,1.0500,10.00,no,no"
             ),
             "{csv}"
         );
         // The A/A pair's own rows carry its band, and no verdict on itself.
         assert!(
             lines.contains(
-                &"worker-aa,worker,keepalive,1,50,req_per_s,3,1.0000,0.9600,1.0200,4.17,"
+                &"worker-aa,worker,keepalive,1,50,req_per_s,3,1.0000,0.9600,1.0200,4.17,,no"
             ),
             "{csv}"
         );
@@ -1135,6 +1175,7 @@ mod tests {
         let s = Sample {
             mpm: MpmKind::RworkerApr,
             cell: Cell {
+                tls: false,
                 mode: crate::options::ConnMode::Close,
                 size: 4096,
                 clients: 100,
@@ -1180,17 +1221,40 @@ mod tests {
             ..s.clone()
         };
         let csv = samples_csv(&[stock]);
-        assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",,")));
+        assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",,,no")));
         let back = samples_from_csv(&csv).expect("parse back");
         assert!(back[0].rworker.is_none() && back[0].wakes_per_handoff().is_nan());
+        // From before the tls column, and from before the rworker columns too.
         let old: String = csv
             .lines()
-            .map(|l| l.rsplitn(4, ',').last().unwrap_or("").to_string() + "\n")
+            .map(|l| l.rsplitn(5, ',').last().unwrap_or("").to_string() + "\n")
             .collect();
-        assert!(!old.contains("rworker_handoffs"));
-        assert_eq!(samples_from_csv(&old).expect("old csv").len(), 1);
+        assert!(!old.contains("rworker_handoffs") && !old.contains("tls"));
+        let old = samples_from_csv(&old).expect("old csv");
+        assert!(old.len() == 1 && !old[0].cell.tls);
         let t = summarise(&back);
         let row = t.values().next().expect("one cell");
         assert!(row[&MpmKind::Worker].wakes_per_handoff.is_none());
+        // A TLS run's rows come back as TLS cells, apart from the same cell over plain HTTP.
+        let tls = Sample {
+            cell: Cell {
+                tls: true,
+                ..s.cell
+            },
+            ..s.clone()
+        };
+        let csv = samples_csv(&[s.clone(), tls]);
+        assert!(csv.lines().nth(2).is_some_and(|l| l.ends_with(",yes")));
+        let both = samples_from_csv(&csv).expect("parse back");
+        assert_eq!(
+            both.iter().map(|b| b.cell.tls).collect::<Vec<_>>(),
+            [false, true]
+        );
+        assert_eq!(summarise(&both).len(), 2);
+        assert_eq!(cell_label(&both[1].cell), "TLS close 4 KiB c=100");
+        assert!(summary_csv(&summarise(&both))
+            .lines()
+            .nth(2)
+            .is_some_and(|l| l.ends_with(",yes")));
     }
 }

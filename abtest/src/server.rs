@@ -1,5 +1,6 @@
 //! One private httpd for one MPM: ServerRoot in a temp dir, config from `apache-conf/ab/`,
 //! started and stopped only through `apache2 -f <its conf> -k start|stop` and its own pidfile.
+//! Its one listener speaks HTTP, or with `--tls` only HTTPS ([`crate::tls`]).
 
 use crate::bail;
 use crate::error::{Context, Error, Result};
@@ -35,6 +36,9 @@ pub struct Server {
     pub root: PathBuf,
     /// Port on 127.0.0.1.
     pub port: u16,
+    /// Whether the port speaks only TLS (`--tls`): every request to it, the harness's own
+    /// included, is HTTPS.
+    pub tls: bool,
     /// The parent's pid, from the pidfile.
     pub parent: i32,
     /// The module copy filled into the template (see [`Server::launch_with`]).
@@ -125,18 +129,26 @@ pub fn is_warning_line(line: &str) -> bool {
     line.contains(":warn]") || line.contains(":error]")
 }
 
-/// `GET path` over HTTP/1.0 on 127.0.0.1:port: `(status, body)`.
-pub fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
+/// `GET path` over HTTP/1.0 on 127.0.0.1:port, over TLS if `tls`: `(status, body)`.
+pub fn http_get(port: u16, tls: bool, path: &str) -> Result<(u16, String)> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+    let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .context(|| format!("connect {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))
         .context(|| "set_read_timeout")?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .context(|| format!("send GET {path} to {addr}"))?;
     let mut buf = Vec::new();
-    s.read_to_end(&mut buf)
-        .context(|| format!("read response to GET {path} from {addr}"))?;
+    if tls {
+        let mut s = crate::tls::connect(tcp)?;
+        match exchange(&mut s, path, &mut buf) {
+            // A TCP close without close_notify after the response: the response is all there
+            // is to HTTP/1.0 (OpenSSL 3 calls that an unexpected EOF).
+            Err(_) if !buf.is_empty() => {}
+            r => r.context(|| format!("GET {path} from https://{addr}"))?,
+        }
+    } else {
+        let mut s = tcp;
+        exchange(&mut s, path, &mut buf).context(|| format!("GET {path} from {addr}"))?;
+    }
     let text = String::from_utf8_lossy(&buf);
     let status = text
         .lines()
@@ -156,6 +168,13 @@ pub fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
     Ok((status, body))
 }
 
+/// Sends `GET path` (HTTP/1.0, so the server closes after it) and reads the response into
+/// `buf` until the server closes.
+fn exchange(s: &mut (impl Read + Write), path: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    s.read_to_end(buf).map(drop)
+}
+
 impl Server {
     /// Writes a private ServerRoot for `kind` (config, payload files of `sizes` bytes) and
     /// starts it with `apache2 -k start`; waits until the pidfile's parent runs and the port
@@ -163,19 +182,25 @@ impl Server {
     /// module copy the kind's template loads ([`crate::mpm::Modules::for_kind`]: rworker's,
     /// the baseline's, or worker-aa's copy of the stock worker); the stock kinds ignore it.
     pub fn launch(kind: MpmKind, sizes: &[u64], rworker_so: &Path) -> Result<Server> {
-        Server::launch_with(kind, sizes, rworker_so, &[])
+        Server::launch_with(kind, sizes, rworker_so, &[], None)
     }
 
     /// [`Server::launch`] with some directives of the shared `common.conf` changed (see
-    /// [`override_directives`]): the same change for every MPM, so their configs still differ
-    /// only in the MPM lines.
+    /// [`override_directives`]), and with `tls` (the run's certificate directory) its one
+    /// listener speaking only TLS ([`crate::tls::common_conf`]): the same change for every
+    /// MPM, so their configs still differ only in the MPM lines.
     pub fn launch_with(
         kind: MpmKind,
         sizes: &[u64],
         rworker_so: &Path,
         overrides: &[(&str, String)],
+        tls: Option<&Path>,
     ) -> Result<Server> {
         let common = override_directives(COMMON_TEMPLATE, overrides)?;
+        let common = match tls {
+            Some(dir) => crate::tls::common_conf(&common, dir)?,
+            None => common,
+        };
         if kind.is_rworker() && !rworker_so.is_file() {
             bail!(
                 "rworker module {} not found: build it with cargo build --release -p rworker \
@@ -191,6 +216,7 @@ impl Server {
             kind,
             root: root.clone(),
             port: 0,
+            tls: tls.is_some(),
             parent: 0,
             so: rworker_so.to_path_buf(),
             httpd: Httpd::create_root(&root, &[]).map_err(|e| Error(e.to_string()))?,
@@ -248,7 +274,7 @@ impl Server {
 
     /// [`Server::launch`] then [`Server::verify`]; on a failed check the server is stopped.
     pub fn start(kind: MpmKind, sizes: &[u64], rworker_so: &Path) -> Result<(Server, String)> {
-        Server::start_with(kind, sizes, rworker_so, &[])
+        Server::start_with(kind, sizes, rworker_so, &[], None)
     }
 
     /// [`Server::launch_with`] then [`Server::verify`]; on a failed check the server is stopped.
@@ -257,8 +283,9 @@ impl Server {
         sizes: &[u64],
         rworker_so: &Path,
         overrides: &[(&str, String)],
+        tls: Option<&Path>,
     ) -> Result<(Server, String)> {
-        let mut s = Server::launch_with(kind, sizes, rworker_so, overrides)?;
+        let mut s = Server::launch_with(kind, sizes, rworker_so, overrides, tls)?;
         match s.verify(kind) {
             Ok(what) => Ok((s, what)),
             Err(e) => {
@@ -275,7 +302,7 @@ impl Server {
     /// worker-aa its copy, worker Debian's); for rworker, the error log's AH00294 line names
     /// its queue kind. Returns a one-line description of what was found.
     pub fn verify(&self, expect: MpmKind) -> Result<String> {
-        let (status, body) = http_get(self.port, "/server-status?auto")?;
+        let (status, body) = http_get(self.port, self.tls, "/server-status?auto")?;
         if status != 200 {
             bail!(
                 "{expect}: GET /server-status?auto on port {} gave {status}",
@@ -295,6 +322,9 @@ impl Server {
             );
         }
         let mut what = format!("ServerMPM: {found}");
+        if self.tls {
+            what.push_str(", over TLS");
+        }
         let parks = shows_async_counts(&body);
         if let Some(want) = expect.parks() {
             if want != parks {
@@ -409,9 +439,10 @@ impl Server {
     pub fn httpd(&self) -> &Httpd {
         &self.httpd
     }
-    /// `http://127.0.0.1:port<path>`.
+    /// `http://127.0.0.1:port<path>`, or `https://` with `--tls`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
     }
 }
 

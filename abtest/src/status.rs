@@ -61,20 +61,21 @@ impl RworkerCounters {
     }
 }
 
-/// Reads `/server-status?auto` on 127.0.0.1:`port`: the page's keys. An error only if the
-/// page cannot be fetched or is not a 200.
-pub fn read_auto(port: u16) -> Result<BTreeMap<String, String>> {
-    let (status, body) = http_get(port, "/server-status?auto")?;
+/// Reads `/server-status?auto` on 127.0.0.1:`port` (over TLS if `tls`): the page's keys. An
+/// error only if the page cannot be fetched or is not a 200.
+pub fn read_auto(port: u16, tls: bool) -> Result<BTreeMap<String, String>> {
+    let (status, body) = http_get(port, tls, "/server-status?auto")?;
     if status != 200 {
         crate::bail!("GET /server-status?auto on port {port} gave {status}");
     }
     Ok(parse_auto(&body))
 }
 
-/// rworker's counters on 127.0.0.1:`port`, `None` when the server does not publish them (or
-/// the page cannot be read: these figures are an addition to a run, never a reason to fail it).
-pub fn rworker_counters(port: u16) -> Option<RworkerCounters> {
-    RworkerCounters::from_auto(&read_auto(port).ok()?)
+/// rworker's counters on 127.0.0.1:`port` (over TLS if `tls`), `None` when the server does not
+/// publish them (or the page cannot be read: these figures are an addition to a run, never a
+/// reason to fail it).
+pub fn rworker_counters(port: u16, tls: bool) -> Option<RworkerCounters> {
+    RworkerCounters::from_auto(&read_auto(port, tls).ok()?)
 }
 
 #[cfg(test)]

@@ -170,6 +170,60 @@ fn matrix_measures_the_mpm_it_claims() {
     let _ = fs::remove_dir_all(&out);
 }
 
+/// `--tls`: every server speaks only HTTPS, wrk and the harness's own checks use it, and the
+/// outputs mark every cell TLS; the run's certificate goes with it.
+#[test]
+fn tls_matrix_runs_over_https() {
+    let out = out_dir("tls");
+    let o = run_ab(
+        &[SHORT_RUN, &["--tls", "--mpms", "worker,rworker"]].concat(),
+        &out,
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "rworker-ab --tls failed\n{all}");
+    for want in [
+        "verified ServerMPM: worker, over TLS",
+        "verified ServerMPM: rworker, over TLS, error log: \"rworker: Atomic queue\"",
+        "TLS keepalive 1 B c=10",
+        "TLS close 1 B c=10",
+        "# rworker A/B benchmark over TLS",
+    ] {
+        assert!(all.contains(want), "missing {want:?}\n{all}");
+    }
+    let csv = fs::read_to_string(out.join("results.csv")).expect("results.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2 * 2, "{csv}");
+    for r in &rows {
+        assert_eq!(r[col("tls")], "yes", "{csv}");
+        assert!(
+            r[col("requests")].parse::<u64>().is_ok_and(|n| n > 0),
+            "{csv}"
+        );
+        assert_eq!(r[col("failure")], "", "{csv}");
+    }
+    for f in ["summary.csv", "paired.csv"] {
+        let c = fs::read_to_string(out.join(f)).expect(f);
+        assert!(c.lines().skip(1).all(|l| l.ends_with(",yes")), "{f}\n{c}");
+    }
+    // Its servers, their ServerRoots and the run's certificate are gone.
+    let roots = server_roots(&all);
+    assert_eq!(roots.len(), 2, "{all}");
+    for root in &roots {
+        assert!(processes_naming(root).is_empty(), "server left running");
+        assert!(!Path::new(root).exists(), "ServerRoot {root} left behind");
+    }
+    let cert_dir = all
+        .split("certificate made in ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no certificate directory in the report\n{all}"));
+    assert!(!Path::new(cert_dir).exists(), "{cert_dir} left behind");
+    let _ = fs::remove_dir_all(&out);
+}
+
 /// worker-aa loads its own copy of the stock worker, rworker-thread holds keep-alive
 /// connections on threads, and the report has the A/A and `--pair` tables.
 #[test]
