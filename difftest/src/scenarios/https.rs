@@ -69,7 +69,7 @@ pub fn scenarios() -> Vec<Scenario> {
         ),
         s(
             "tls-hello-dribbled",
-            "a ClientHello one byte per write: over 1 s and over 4 s on 127.0.0.1 (handshake=2), over 6 s on 127.0.0.2 (Timeout 4 a read); then a GET",
+            "a ClientHello (517 B) one byte per write: over 0.5 s and over 4 s on 127.0.0.1 (handshake=2), over 6 s on 127.0.0.2 (Timeout 4 a read); then a GET",
             true,
             hello_dribbled,
         ),
@@ -469,6 +469,8 @@ fn hello_case(
     Ok(())
 }
 
+/// Within the limit by a wide margin (a loaded machine paces the bytes late, never
+/// early), past it by twice, and without one.
 fn hello_dribbled(t: &Target, o: &mut Observation) -> Result<(), String> {
     let case = |name: &str, ip: &'static str, sni: &'static str, over: f64| -> Case {
         (
@@ -480,10 +482,10 @@ fn hello_dribbled(t: &Target, o: &mut Observation) -> Result<(), String> {
         o,
         vec![
             case(
-                "127.0.0.1 (handshake=2), over 1 s",
+                "127.0.0.1 (handshake=2), over 0.5 s",
                 "127.0.0.1",
                 "tls-a.test",
-                1.0,
+                0.5,
             ),
             case(
                 "127.0.0.1 (handshake=2), over 4 s",
