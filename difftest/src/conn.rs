@@ -1,7 +1,8 @@
 //! One client connection, plain or TLS, read with a deadline and with the way it ended told
 //! apart: FIN or RST, and for TLS whether a close_notify came first.
 
-use openssl::ssl::{ErrorCode, SslStream};
+use crate::tls::Wire;
+use openssl::ssl::{ErrorCode, SslSession, SslStream};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -54,7 +55,7 @@ pub enum Got {
 /// A client connection.
 pub enum Conn {
     Plain(TcpStream),
-    Tls(Box<SslStream<TcpStream>>),
+    Tls(Box<SslStream<Wire>>),
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -72,7 +73,7 @@ fn io_end(e: &io::Error) -> End {
 }
 
 /// Reads a plain socket once, within `deadline`.
-fn read_tcp(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Got {
+pub fn read_tcp(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Got {
     loop {
         let now = Instant::now();
         if now >= deadline {
@@ -96,7 +97,16 @@ impl Conn {
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Conn::Plain(s) => s,
-            Conn::Tls(s) => s.get_ref(),
+            Conn::Tls(s) => &s.get_ref().tcp,
+        }
+    }
+
+    /// TLS: the session as it is now (after a response, with the tickets TLS 1.3 sends
+    /// after the handshake), to resume on another connection.
+    pub fn tls_session(&self) -> Option<SslSession> {
+        match self {
+            Conn::Plain(_) => None,
+            Conn::Tls(s) => s.ssl().session().map(|s| s.to_owned()),
         }
     }
 
@@ -109,6 +119,15 @@ impl Conn {
         match self {
             Conn::Plain(s) => s.write_all(bytes),
             Conn::Tls(s) => s.write_all(bytes).and_then(|()| s.flush()),
+        }
+    }
+
+    /// TLS: sends the client's close_notify (a clean close, after which a session stays
+    /// resumable); nothing for a plain connection.
+    pub fn close_notify(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(_) => Ok(()),
+            Conn::Tls(s) => s.shutdown().map(|_| ()).map_err(io::Error::other),
         }
     }
 
@@ -127,14 +146,14 @@ impl Conn {
 }
 
 /// Reads a TLS stream once, within `deadline`, telling a close_notify apart.
-fn read_tls(s: &mut SslStream<TcpStream>, buf: &mut [u8], deadline: Instant) -> Got {
+fn read_tls(s: &mut SslStream<Wire>, buf: &mut [u8], deadline: Instant) -> Got {
     loop {
         let now = Instant::now();
         if now >= deadline {
             return Got::Quiet;
         }
         let slice = (deadline - now).clamp(Duration::from_millis(1), READ_SLICE);
-        if let Err(e) = s.get_ref().set_read_timeout(Some(slice)) {
+        if let Err(e) = s.get_ref().tcp.set_read_timeout(Some(slice)) {
             return Got::End(End::Error(e.to_string()));
         }
         let e = match s.ssl_read(buf) {
@@ -147,7 +166,7 @@ fn read_tls(s: &mut SslStream<TcpStream>, buf: &mut [u8], deadline: Instant) -> 
                 let mut rest = [0u8; 256];
                 let until = Instant::now() + Duration::from_secs(2);
                 return Got::End(loop {
-                    match read_tcp(s.get_mut(), &mut rest, until) {
+                    match read_tcp(&mut s.get_mut().tcp, &mut rest, until) {
                         Got::Data(_) => continue,
                         Got::End(End::Fin) => break End::CloseNotifyFin,
                         Got::End(End::Rst) => break End::CloseNotifyRst,
@@ -167,14 +186,17 @@ fn read_tls(s: &mut SslStream<TcpStream>, buf: &mut [u8], deadline: Instant) -> 
             },
             _ => {
                 // OpenSSL 3 reports a FIN without close_notify as an SSL error.
-                let text = e.to_string();
+                let text = crate::tls::reason(&e);
                 if text.contains("unexpected eof") {
                     return Got::End(End::Fin);
                 }
                 if let Some(io) = e.io_error() {
                     return Got::End(io_end(io));
                 }
-                return Got::End(End::Error(text));
+                // An alert (its reason, not OpenSSL's file and line), and then the TCP
+                // connection's end.
+                let then = crate::tls::tcp_end(&mut s.get_mut().tcp);
+                return Got::End(End::Error(format!("{text}, then {then}")));
             }
         }
     }

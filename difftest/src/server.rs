@@ -73,7 +73,7 @@ impl Server {
             .map_err(|e| format!("DocumentRoot under {}: {e}", root.display()))?;
         let cert_dir = root.join("certs");
         fs::create_dir_all(&cert_dir).map_err(|e| e.to_string())?;
-        for f in ["cert.pem", "key.pem"] {
+        for f in site::CERT_FILES {
             fs::copy(certs.join(f), cert_dir.join(f)).map_err(|e| format!("copy {f}: {e}"))?;
         }
         let mut server = Server {

@@ -196,33 +196,65 @@ pub fn write_docroot(root: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The files [`make_certificate`] writes and every ServerRoot's `certs/` holds: the
+/// server's certificate and key, the client CA that tls-cc.test trusts, a client
+/// certificate it signed and that certificate's key.
+pub const CERT_FILES: &[&str] = &[
+    "cert.pem",
+    "key.pem",
+    "client-ca.pem",
+    "client.pem",
+    "client-key.pem",
+];
+
 /// A self-signed certificate for every name of the site, made once per run with the
-/// `openssl` command into `dir` (`cert.pem`, `key.pem`).
+/// `openssl` command into `dir` (`cert.pem`, `key.pem`); and a client CA (`client-ca.pem`,
+/// its key `client-ca-key.pem`) with a client certificate it signed (`client.pem`,
+/// `client-key.pem`), for tls-cc.test's `SSLVerifyClient require`.
 pub fn make_certificate(dir: &Path) -> Result<(), String> {
     fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    let p = |f: &str| dir.join(f).display().to_string();
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    openssl_req(&[
+        &["-newkey", "rsa:2048", "-subj", "/CN=tls-a.test", "-addext"],
+        &["subjectAltName=DNS:tls-a.test,DNS:tls-b.test,DNS:tls-h1.test,DNS:ip-tls.test,DNS:tls-cc.test"],
+        &["-keyout", &p("key.pem"), "-out", &p("cert.pem")],
+    ])?;
+    openssl_req(&[
+        &ec,
+        &["-subj", "/CN=rworker-diff client CA"],
+        &[
+            "-keyout",
+            &p("client-ca-key.pem"),
+            "-out",
+            &p("client-ca.pem"),
+        ],
+    ])?;
+    openssl_req(&[
+        &ec,
+        &["-subj", "/CN=rworker-diff client"],
+        &[
+            "-CA",
+            &p("client-ca.pem"),
+            "-CAkey",
+            &p("client-ca-key.pem"),
+        ],
+        &["-addext", "basicConstraints=critical,CA:FALSE"],
+        &["-addext", "extendedKeyUsage=clientAuth"],
+        &["-keyout", &p("client-key.pem"), "-out", &p("client.pem")],
+    ])
+}
+
+/// `openssl req -x509 -nodes -days 2` with `args`.
+fn openssl_req(args: &[&[&str]]) -> Result<(), String> {
     let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=tls-a.test",
-            "-addext",
-            "subjectAltName=DNS:tls-a.test,DNS:tls-b.test,DNS:tls-h1.test,DNS:ip-tls.test",
-        ])
-        .arg("-keyout")
-        .arg(dir.join("key.pem"))
-        .arg("-out")
-        .arg(dir.join("cert.pem"))
+        .args(["req", "-x509", "-nodes", "-days", "2"])
+        .args(args.iter().flat_map(|a| a.iter()))
         .output()
         .map_err(|e| format!("run openssl: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "openssl req could not make the test certificate: {}",
+            "openssl req could not make a test certificate: {}",
             String::from_utf8_lossy(&out.stderr)
         ));
     }
@@ -264,6 +296,21 @@ mod tests {
                 TEMPLATE.lines().any(|l| l.starts_with(&line)),
                 "conf/site.conf.in has no line starting {line:?}"
             );
+        }
+    }
+
+    /// Every file the template names under the ServerRoot's `certs/` is one a run makes
+    /// and copies there.
+    #[test]
+    fn the_template_names_only_certificates_a_run_makes() {
+        let named: Vec<&str> = TEMPLATE
+            .split("@ROOT@/certs/")
+            .skip(1)
+            .map(|rest| rest.split_whitespace().next().unwrap_or(""))
+            .collect();
+        assert!(named.contains(&"client-ca.pem"), "{named:?}");
+        for f in named {
+            assert!(CERT_FILES.contains(&f), "{f} is not in CERT_FILES");
         }
     }
 

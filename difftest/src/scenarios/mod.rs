@@ -16,12 +16,16 @@
 //!   over TLS.
 //! - [`http2`]: h2 over TLS and h2c: idle connections, PING, per-vhost Protocols, a reset
 //!   stream, a stream blocked on flow control and one to a slow reader, the h2c upgrade.
+//! - [`https`]: TLS handshakes and heads over TLS: SNI vhosts with their own timeouts and
+//!   Protocols, ALPN, session resumption, a required client certificate, TLS 1.2 and 1.3, a
+//!   ClientHello dribbled, plain HTTP to the TLS port, keep-alive and pipelining over TLS.
 //! - [`status`]: mod_status's connection counts.
 //! - [`restart`]: the above's idle or slow phases through a graceful restart and a
 //!   graceful-stop.
 
 pub mod head;
 pub mod http2;
+pub mod https;
 pub mod keepalive;
 pub mod proxy;
 pub mod reqtimeout;
@@ -481,6 +485,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(proxy::scenarios());
     v.extend(transfer::scenarios());
     v.extend(http2::scenarios());
+    v.extend(https::scenarios());
     v.extend(status::scenarios());
     v.extend(restart::scenarios());
     v

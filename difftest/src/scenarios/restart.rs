@@ -129,10 +129,25 @@ fn slow_head(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
 
 /// A head one byte per write over 2 s, the signal 0.5 s in.
 fn dribble_head(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
-    let mut h = t.h1("127.0.0.1")?;
+    dribble_head_on(t, o, s, t.h1("127.0.0.1")?, "a.test")
+}
+
+/// As [`dribble_head`] over TLS (tls-a.test, ALPN http/1.1): each byte a TLS record.
+fn tls_dribble_head(t: &Target, o: &mut Observation, s: Signal) -> Result<(), String> {
+    let (c, _alpn) = t.tls("127.0.0.1", "tls-a.test", &["http/1.1"])?;
+    dribble_head_on(t, o, s, H1::new(c), "tls-a.test")
+}
+
+fn dribble_head_on(
+    t: &Target,
+    o: &mut Observation,
+    s: Signal,
+    mut h: H1,
+    host: &str,
+) -> Result<(), String> {
     let req = h1::request(
         "GET",
-        "a.test",
+        host,
         "/index.html",
         "HTTP/1.1",
         &["User-Agent: rworker-diff", "Accept: */*"],
@@ -345,6 +360,7 @@ signalled! {
     "ka-next", "an idle keep-alive connection, the signal, a next request 0.3 s later", ka_next, false, ka_next_g, ka_next_gs;
     "slow-head", "half a head, the signal, the rest 0.5 s later", slow_head, false, slow_head_g, slow_head_gs;
     "dribble-head", "a head one byte per write over 2 s, the signal 0.5 s in", dribble_head, false, dribble_head_g, dribble_head_gs;
+    "tls-dribble-head", "a head over TLS (tls-a.test) one byte per write over 2 s, the signal 0.5 s in", tls_dribble_head, false, tls_dribble_head_g, tls_dribble_head_gs;
     "slow-body", "half a POST body, the signal, the rest 0.5 s later", slow_body, false, slow_body_g, slow_body_gs;
     "download", "8 MiB to a reader that takes 5 s, the signal 0.5 s in", download, true, download_g, download_gs;
     "download-sendfile", "8 MiB with EnableSendfile On (write completion) to a reader that takes 5 s, the signal 0.5 s in", download_sendfile, false, download_sendfile_g, download_sendfile_gs;
