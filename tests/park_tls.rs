@@ -37,6 +37,11 @@ fn parking_only() -> bool {
 /// thousands of clients), mod_reqtimeout loaded, Debian's sizing, and `lines`; returns it,
 /// its TLS port and the certificate's directory (kept while the server runs).
 fn start(lines: &[&str]) -> (Server, u16, tempfile::TempDir) {
+    start_with_vhost(lines, &[])
+}
+
+/// As [`start`], with `vhost` lines in the TLS listener's vhost.
+fn start_with_vhost(lines: &[&str], vhost: &[&str]) -> (Server, u16, tempfile::TempDir) {
     let certs = tempfile::tempdir().expect("temp dir");
     let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
     let ok = Command::new("openssl")
@@ -67,9 +72,10 @@ fn start(lines: &[&str]) -> (Server, u16, tempfile::TempDir) {
         .line("LogLevel reqtimeout:info ssl:error")
         .line(format!("Listen 127.0.0.1:{tls} https"))
         .line(format!(
-            "<VirtualHost 127.0.0.1:{tls}>\n SSLEngine on\n SSLCertificateFile {}\n SSLCertificateKeyFile {}\n</VirtualHost>",
+            "<VirtualHost 127.0.0.1:{tls}>\n SSLEngine on\n SSLCertificateFile {}\n SSLCertificateKeyFile {}\n {}\n</VirtualHost>",
             cert.display(),
-            key.display()
+            key.display(),
+            vhost.join("\n ")
         ));
     for l in lines {
         o = o.line(*l);
@@ -208,15 +214,20 @@ fn three_thousand_tls_head_dribblers_wait_parked_while_fresh_https_clients_are_a
     s.assert_no_warnings_in_error_log();
 }
 
-/// `RequestReadTimeout handshake=2`: a stalled handshake is parked, then ended at its
-/// deadline (never before) by mod_reqtimeout's own timeout, which logs AH01382 as under
-/// event; the client sees the connection closed, with no response.
+/// `RequestReadTimeout handshake=2` in the TLS vhost, beside Debian's reqtimeout.conf at the
+/// server level (the vhost's stages then carry the server's MinRate without its factor: no
+/// MinRate): a stalled handshake is parked, then ended at its deadline (never before) by
+/// mod_reqtimeout's own timeout, which logs AH01382 as under event; the client sees the
+/// connection closed, with no response.
 #[test]
 fn a_stalled_handshake_ends_at_the_handshake_stage() {
     if !parking_only() {
         return;
     }
-    let (s, tls, _certs) = start(&["RequestReadTimeout handshake=2 header=20"]);
+    let (s, tls, _certs) = start_with_vhost(
+        &["RequestReadTimeout header=20-40,MinRate=500 body=10,MinRate=500"],
+        &["RequestReadTimeout handshake=2"],
+    );
     let start = Instant::now();
     let mut c = TcpStream::connect(("127.0.0.1", tls)).unwrap();
     c.write_all(HELLO_START).unwrap();
@@ -356,6 +367,61 @@ fn handshakes_and_heads_in_pieces_are_served_as_whole_ones() {
         }
     }
     s.assert_no_warnings_in_error_log();
+}
+
+/// A keep-alive connection over TLS 1.2 (whose first request comes a round trip after the
+/// handshake: it found nothing at the first look and was read into a buffer): its second
+/// head, sent in part, waits parked too (counted), then is served.
+#[test]
+fn a_second_head_over_tls12_waits_parked() {
+    if !parking_only() {
+        return;
+    }
+    let (s, tls, _certs) = start(&[]);
+    let tcp = TcpStream::connect(("127.0.0.1", tls)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut c = connector(Some(SslVersion::TLS1_2))
+        .configure()
+        .unwrap()
+        .verify_hostname(false)
+        .connect("localhost", tcp)
+        .unwrap();
+    c.write_all(b"GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let first = read_one_response(&mut c);
+    assert!(status_of(&first).contains(" 200 "), "first: {first:?}");
+    c.write_all(b"GET /index.html HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    assert_parked_heads(&s, 1, Duration::from_secs(10));
+    c.write_all(b"Connection: close\r\n\r\n").unwrap();
+    let (second, _) = until_closed(&mut c, Instant::now());
+    assert!(status_of(&second).contains(" 200 "), "second: {second:?}");
+    s.assert_no_warnings_in_error_log();
+}
+
+/// One response with a Content-Length body, read whole.
+fn read_one_response<S: Read>(c: &mut S) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len: usize = text[..end]
+                .to_ascii_lowercase()
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + len {
+                return text;
+            }
+        }
+        let k = c.read(&mut buf).unwrap_or(0);
+        assert!(k > 0, "no whole response: {text:?}");
+        got.extend_from_slice(&buf[..k]);
+    }
 }
 
 /// A head over TLS whose fields never end: at mod_reqtimeout's header deadline (`header=3`)

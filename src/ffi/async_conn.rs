@@ -97,6 +97,18 @@ enum Head {
     Buffering,
 }
 
+impl Heads {
+    /// Whether the heads come through mod_ssl (after a handshake the MPM ran).
+    fn is_tls(&self) -> bool {
+        match self {
+            Heads::Peeked(t) => t.is_tls(),
+            // SAFETY: the buffer lives in the pool of the connection whose value holds this.
+            Heads::Buffered(b) => unsafe { b.as_ref() }.is_tls(),
+            Heads::Undecided | Heads::Core | Heads::Handshake(_) => false,
+        }
+    }
+}
+
 // SAFETY: the conn_rec and everything it points to live in `ptrans`, which moves with
 // the value (Pool is Send); the value is not Sync or Copy, so one thread at a time
 // touches the connection, and the queues that move it order the hand-offs.
@@ -225,26 +237,24 @@ impl AsyncConn {
     /// read it as it always does.
     pub fn begin_head(&mut self, now: u64) -> bool {
         let c = self.c();
-        // SAFETY (each call): the connection is ours, between requests, before its first
-        // process_connection hooks for `Undecided`; the handshake lives no longer than the
-        // pool, which this value owns.
         self.heads = match self.take_heads() {
+            // SAFETY: the connection is ours, before its first process_connection hooks.
             Heads::Undecided if unsafe { tls::handshake_due(c) } => {
-                match unsafe { head_buffer::serves_http(c) } {
-                    true => unsafe { Handshake::start(self.c, now, self.socket_timeout()) }
-                        .map_or(Heads::Core, |h| Heads::Handshake(Box::new(h))),
-                    false => Heads::Core,
-                }
+                // SAFETY: as above; the handshake lives in ptrans, which this value owns,
+                // no longer than it.
+                unsafe { self.start_handshake(now) }
             }
+            // SAFETY: as above.
             Heads::Undecided if unsafe { head_buffer::eligible(c, false) } => {
                 Heads::Peeked(Transport::Plain)
             }
             Heads::Undecided => Heads::Core,
             // A protocol took the connection over (h2 after an Upgrade, TLS after an RFC
             // 2817 upgrade): its own reads from now on.
-            Heads::Peeked(t) if !unsafe { head_buffer::speaks_http1(c, t.is_tls()) } => Heads::Core,
-            // SAFETY: the buffer lives in ptrans, which this value owns.
-            Heads::Buffered(b) if !unsafe { head_buffer::speaks_http1(c, b.as_ref().is_tls()) } => {
+            // SAFETY: the connection is ours, between requests.
+            h @ (Heads::Peeked(_) | Heads::Buffered(_))
+                if !unsafe { head_buffer::speaks_http1(c, h.is_tls()) } =>
+            {
                 Heads::Core
             }
             h => h,
@@ -259,7 +269,7 @@ impl AsyncConn {
                 return true;
             }
             Heads::Peeked(t) => t.received(),
-            // SAFETY: as above.
+            // SAFETY: the buffer lives in ptrans, which this value owns.
             Heads::Buffered(b) => unsafe { b.as_ref() }.wire_received().unwrap_or(0),
             Heads::Undecided => 0,
         };
@@ -326,6 +336,24 @@ impl AsyncConn {
         self.head_buffer().map_or(HeadRead::Ready, |b| b.read(now))
     }
 
+    /// A new TLS connection's handshake, run by this thread (on an HTTP listener), else by
+    /// mod_ssl as always.
+    ///
+    /// # Safety
+    /// The connection is ours, before its first process_connection hooks.
+    unsafe fn start_handshake(&mut self, now: u64) -> Heads {
+        let per_read = self.socket_timeout();
+        // SAFETY: the caller's contract; the handshake lives in ptrans, which this value
+        // owns, no longer than it.
+        unsafe {
+            if !head_buffer::serves_http(self.c()) {
+                return Heads::Core;
+            }
+            Handshake::start(self.c, now, per_read)
+                .map_or(Heads::Core, |h| Heads::Handshake(Box::new(h)))
+        }
+    }
+
     /// The heads' reader, taken out (`Core` left in its place).
     fn take_heads(&mut self) -> Heads {
         std::mem::replace(&mut self.heads, Heads::Core)
@@ -334,7 +362,7 @@ impl AsyncConn {
     /// `head_buffer::peek_ready` with the connection's brigade.
     fn peek_ready(&mut self) -> bool {
         let c = self.c();
-        let tls = matches!(self.heads, Heads::Peeked(Transport::Tls(_)));
+        let tls = self.heads.is_tls();
         // SAFETY: the connection is ours; the brigade lives in its pool (ptrans) and is
         // emptied after each peek.
         unsafe {

@@ -19,7 +19,7 @@
 //!
 //! Over TLS (a handshake the MPM ran, `crate::ffi::tls`) the head is plain text only above
 //! mod_ssl, so there the filter is `rworker_tls_head`, just above mod_ssl's, and the buffer
-//! is filled through mod_ssl with mod_reqtimeout stepped over (`tls::ReqtimeoutAside`). The
+//! is filled through mod_ssl with mod_reqtimeout stepped over (`reqtimeout::Aside`). The
 //! clock counts the bytes read from the socket (the wire filter's count, which
 //! mod_reqtimeout's MinRate counts under event), and at the deadline the wire filter, not
 //! this one, answers APR_TIMEUP, below mod_reqtimeout and mod_ssl as the socket would.
@@ -39,8 +39,8 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
-use crate::ffi::reqtimeout::{self, Stage};
-use crate::ffi::tls::{self, ReqtimeoutAside, Wire};
+use crate::ffi::reqtimeout::{self, Aside, Stage};
+use crate::ffi::tls::Wire;
 use crate::head::{HeadClock, HeadScan, Limits, Progress, TimeoutStage};
 use crate::sys;
 
@@ -358,7 +358,7 @@ impl HeadBuffer {
         let _aside = self
             .wire
             .is_some()
-            .then(|| unsafe { ReqtimeoutAside::new(self.filter) });
+            .then(|| unsafe { Aside::new(self.filter) });
         for _ in 0..2 {
             // SAFETY: the filter and brigade live in the connection's pool, which the
             // calling thread holds (it holds the connection); the brigade is emptied after
@@ -498,12 +498,12 @@ unsafe fn limits_of(c: *mut sys::conn_rec) -> Limits {
 /// http data` it is there at accept). Nothing is copied to a buffer of the connection's and
 /// no filter is added then. False: it is not there yet (or the peek could not tell), and
 /// the head is to be read into a [`HeadBuffer`]. Over TLS (`tls`) the peek is at the top
-/// of the chain, through mod_ssl (which keeps what it decrypted for the core's read), with
-/// mod_reqtimeout stepped over.
+/// of the chain, through mod_ssl (which keeps what it decrypted for the core's read; an
+/// empty head buffer's filter passes it on), with mod_reqtimeout stepped over.
 ///
 /// # Safety
-/// `c` is a live connection the calling thread holds, between requests, without a head
-/// buffer; `bb` a brigade of its pool.
+/// `c` is a live connection the calling thread holds, between requests, whose head buffer
+/// (if it has one) holds nothing; `bb` a brigade of its pool.
 // Never inlined: its stack copy stays in its own frame, not in the worker's, under which
 // every request's deeper calls would run that much lower (worker stacks' RSS).
 #[inline(never)]
@@ -525,7 +525,7 @@ pub unsafe fn peek_ready(
         if f.is_null() {
             return false;
         }
-        let _aside = tls.then(|| ReqtimeoutAside::new(f));
+        let _aside = tls.then(|| Aside::new(f));
         let rv = sys::ap_get_brigade(
             f,
             bb,
@@ -609,7 +609,8 @@ unsafe fn has_filter(c: *mut sys::conn_rec, name: &[u8]) -> bool {
     unsafe {
         let mut f = (*c).input_filters;
         while !f.is_null() {
-            if tls::filter_is(f, name) {
+            let n = (*(*f).frec).name;
+            if !n.is_null() && std::ffi::CStr::from_ptr(n).to_bytes() == name {
                 return true;
             }
             f = (*f).next;

@@ -3,17 +3,24 @@
 //! configuration so that a TLS handshake or a head waited for without a thread is due
 //! exactly when mod_reqtimeout would end it.
 //!
+//! It also steps over mod_reqtimeout's input filter for the length of a read ([`Aside`]),
+//! where a parking child reads a head through mod_ssl between requests (`head_buffer`).
+//!
 //! mod_reqtimeout keeps its per-server configuration in a structure its headers do not
 //! publish: three stages (handshake, header, body) of `{int timeout; int max_timeout; int
 //! min_rate; apr_time_t rate_factor}`, -1 for "not set" (then its built-in defaults
 //! apply). That layout has not changed since httpd 2.4.39 (the handshake stage), which
 //! covers every httpd rworker supports (2.4.52 and later). It is mirrored here and
-//! checked on every read: the values must be what mod_reqtimeout's own parser can produce
-//! (`rate_factor` is one second divided by `min_rate`); anything else is [`Stage::Unknown`],
+//! checked on every read: the values must be what mod_reqtimeout's own parser and merge can
+//! produce (`rate_factor` is one second divided by `min_rate`, or 0 where a vhost's own
+//! `RequestReadTimeout` line inherits the server's MinRate without its factor: then no
+//! MinRate applies, as mod_reqtimeout applies none); anything else is [`Stage::Unknown`],
 //! and the caller then leaves the head to the stock path, which mod_reqtimeout times
 //! itself.
 
 use std::os::raw::c_int;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
 use crate::head::TimeoutStage;
@@ -144,15 +151,108 @@ unsafe fn config(s: *const sys::server_rec) -> Read {
     Read::Config(cfg)
 }
 
-/// Values mod_reqtimeout's parser and merge can produce.
+/// Values mod_reqtimeout's parser and merge can produce. Its merge takes a vhost's
+/// `min_rate` from the server when the vhost's line leaves it out, but `rate_factor` from
+/// the vhost (0): MinRate shown, none applied.
 fn plausible(s: &RawStage) -> bool {
     let set_or_unset = |v: c_int| v >= UNSET;
-    let rate_fits = if s.min_rate > 0 {
-        s.rate_factor == 1_000_000 / s.min_rate as sys::apr_time_t
-    } else {
-        s.rate_factor == 0
-    };
+    let rate_fits = s.rate_factor == 0
+        || (s.min_rate > 0 && s.rate_factor == 1_000_000 / s.min_rate as sys::apr_time_t);
     set_or_unset(s.timeout) && set_or_unset(s.max_timeout) && set_or_unset(s.min_rate) && rate_fits
+}
+
+/// The pass-through that stands in for mod_reqtimeout's filter while an [`Aside`] lives.
+const STAND_IN: &std::ffi::CStr = c"rworker_reqtimeout_aside";
+/// Its record, set by `register_filter` in each configuration pass (before any child
+/// exists) and read by the children.
+static STAND_IN_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::null_mut());
+
+/// Registers the stand-in (from register_hooks, once per configuration pass). It is never
+/// added to a chain: an [`Aside`] lends its record to mod_reqtimeout's filter.
+pub fn register_filter() {
+    // SAFETY: called single-threaded from register_hooks; the name is 'static and the
+    // function lives in this DSO, which is never unmapped.
+    let rec = unsafe {
+        sys::ap_register_input_filter(
+            STAND_IN.as_ptr(),
+            Some(pass_through),
+            None,
+            sys::ap_filter_type_AP_FTYPE_CONNECTION + 8,
+        )
+    };
+    // Relaxed: written before the children are forked, which orders it for them.
+    STAND_IN_REC.store(rec, Ordering::Relaxed);
+}
+
+/// The stand-in: the read goes on below, untouched and untimed.
+unsafe extern "C" fn pass_through(
+    f: *mut sys::ap_filter_t,
+    bb: *mut sys::apr_bucket_brigade,
+    mode: sys::ap_input_mode_t,
+    block: sys::apr_read_type_e,
+    readbytes: sys::apr_off_t,
+) -> sys::apr_status_t {
+    // SAFETY: httpd calls it for a filter of a live chain, on the thread reading it.
+    unsafe { sys::ap_get_brigade((*f).next, bb, mode, block, readbytes) }
+}
+
+/// mod_reqtimeout's input filter, made a pass-through while the value lives: its filter
+/// keeps its place in the chain and its state, and runs the stand-in's function instead
+/// of its own (httpd calls a filter through its record), so whatever the read does to the
+/// chain, dropping the value gives the filter its own record back. Between requests
+/// mod_reqtimeout's stage is the last request's (the body's, if the body was never read),
+/// and every read through it, non-blocking ones included, starts and checks that stage's
+/// clock: the parking child's reads of a head through mod_ssl go past it, and the child's
+/// own clock times them (`crate::head::clock`).
+#[derive(Debug)]
+pub struct Aside {
+    /// mod_reqtimeout's filter and its own record (null: none in the chain).
+    filter: *mut sys::ap_filter_t,
+    frec: *mut sys::ap_filter_rec_t,
+}
+
+impl Aside {
+    /// Steps over mod_reqtimeout's filter at or below `top`.
+    ///
+    /// # Safety
+    /// `top` is a filter of the input chain of a live connection that the calling thread
+    /// holds, and reads, while the value lives.
+    pub unsafe fn new(top: *mut sys::ap_filter_t) -> Aside {
+        let stand_in = STAND_IN_REC.load(Ordering::Relaxed);
+        // SAFETY: a NUL-terminated literal; the registry is the running configuration's.
+        let own = unsafe { sys::ap_get_input_filter_handle(c"reqtimeout".as_ptr()) };
+        let mut f = top;
+        if !stand_in.is_null() && !own.is_null() {
+            // SAFETY: the caller's contract: the chain's filters are live, and only the
+            // calling thread reads or changes them.
+            unsafe {
+                while !f.is_null() {
+                    if (*f).frec == own {
+                        (*f).frec = stand_in;
+                        return Aside {
+                            filter: f,
+                            frec: own,
+                        };
+                    }
+                    f = (*f).next;
+                }
+            }
+        }
+        Aside {
+            filter: ptr::null_mut(),
+            frec: ptr::null_mut(),
+        }
+    }
+}
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        if !self.filter.is_null() {
+            // SAFETY: `new`'s contract: the filter lives in the pool of the connection the
+            // calling thread holds (a filter removed from its chain still does).
+            unsafe { (*self.filter).frec = self.frec };
+        }
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +278,12 @@ mod tests {
         assert!(plausible(&unset));
         assert!(!plausible(&RawStage {
             rate_factor: 7,
+            ..debian
+        }));
+        // Debian's reqtimeout.conf (header=20-40,minrate=500) with a vhost's own
+        // `RequestReadTimeout handshake=5`: the vhost's header stage as merged.
+        assert!(plausible(&RawStage {
+            rate_factor: 0,
             ..debian
         }));
         assert!(!plausible(&RawStage {

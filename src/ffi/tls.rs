@@ -27,10 +27,11 @@
 //! connection as they do under event.
 //!
 //! Reading a head through mod_ssl between requests, the MPM steps over mod_reqtimeout's
-//! filter ([`ReqtimeoutAside`]): until the next request's `pre_read_request` its stage is
-//! the last request's (the body's, when the body was never read), and it starts and checks
-//! that stage's clock on every read, non-blocking ones included. The MPM's own clock times
-//! the head instead (`crate::head::clock`), as it does below mod_reqtimeout for plain text.
+//! filter (`reqtimeout::Aside`, used by `head_buffer`): until the next request's
+//! `pre_read_request` its stage is the last request's (the body's, when the body was never
+//! read), and it starts and checks that stage's clock on every read, non-blocking ones
+//! included. The MPM's own clock times the head instead (`crate::head::clock`), as it does
+//! below mod_reqtimeout for plain text.
 //!
 //! Ownership: the wire's state lives in the connection's pool; only the thread that holds
 //! the connection reads or writes it (the filter runs on that thread, inside its reads).
@@ -48,8 +49,6 @@ use crate::sys;
 const WIRE: &CStr = c"rworker_tls_wire";
 /// The name of the filter that answers mod_ssl's INIT after a failed handshake.
 const INIT: &CStr = c"rworker_tls_init";
-/// mod_reqtimeout's input filter.
-const REQTIMEOUT: &[u8] = b"reqtimeout";
 
 /// The registered wire filter, set by `register_filter` in each configuration pass (before
 /// any child exists) and read by the children.
@@ -336,66 +335,5 @@ impl Handshake {
     /// A finished handshake's wire, for the connection's heads.
     pub fn finish(self) -> Wire {
         self.wire
-    }
-}
-
-/// mod_reqtimeout's input filter unlinked from a connection's input chain while the value
-/// lives (module doc), linked back where it was when dropped.
-#[derive(Debug)]
-pub struct ReqtimeoutAside {
-    /// The filter above mod_reqtimeout's, whose `next` is changed (null: none found).
-    above: *mut sys::ap_filter_t,
-    reqtimeout: *mut sys::ap_filter_t,
-}
-
-impl ReqtimeoutAside {
-    /// Steps over mod_reqtimeout's filter below `top`.
-    ///
-    /// # Safety
-    /// `top` is a filter of the input chain of a live connection the calling thread holds;
-    /// while the value lives the calling thread reads the connection through `top` (or
-    /// below) only, and adds or removes no filter of it.
-    pub unsafe fn new(top: *mut sys::ap_filter_t) -> ReqtimeoutAside {
-        // SAFETY: the caller's contract: the chain and each filter's record are live.
-        unsafe {
-            let mut f = top;
-            while !f.is_null() && !(*f).next.is_null() {
-                let next = (*f).next;
-                if filter_is(next, REQTIMEOUT) {
-                    (*f).next = (*next).next;
-                    return ReqtimeoutAside {
-                        above: f,
-                        reqtimeout: next,
-                    };
-                }
-                f = next;
-            }
-        }
-        ReqtimeoutAside {
-            above: ptr::null_mut(),
-            reqtimeout: ptr::null_mut(),
-        }
-    }
-}
-
-impl Drop for ReqtimeoutAside {
-    fn drop(&mut self) {
-        if !self.above.is_null() {
-            // SAFETY: `new`'s contract: the chain is as it left it.
-            unsafe { (*self.above).next = self.reqtimeout };
-        }
-    }
-}
-
-/// Whether filter `f` is the one named `name`.
-///
-/// # Safety
-/// `f` is a live filter.
-pub(crate) unsafe fn filter_is(f: *mut sys::ap_filter_t, name: &[u8]) -> bool {
-    // SAFETY: the caller's contract; a registered filter's name is a NUL-terminated string
-    // of the configuration.
-    unsafe {
-        let n = (*(*f).frec).name;
-        !n.is_null() && CStr::from_ptr(n).to_bytes() == name
     }
 }

@@ -70,6 +70,8 @@ unsafe extern "C" fn register_hooks(_p: *mut sys::apr_pool_t) {
     crate::ffi::head_buffer::register_filter();
     // A TLS handshake runs without a thread, under a filter of ours that counts its bytes.
     crate::ffi::tls::register_filter();
+    // Heads over TLS are read past mod_reqtimeout, through a stand-in of ours.
+    crate::ffi::reqtimeout::register_filter();
     // Parked connections wait under their vhost's timeouts, as under event.
     crate::ffi::vhost::register_hooks();
     // SAFETY: called once per load by ap_add_module, single-threaded; the hook functions
