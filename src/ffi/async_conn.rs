@@ -354,11 +354,6 @@ impl AsyncConn {
         }
     }
 
-    /// Whether a TLS handshake is under way on this thread (`read_head` drives it).
-    pub fn in_handshake(&self) -> bool {
-        matches!(self.heads, Heads::Handshake(_))
-    }
-
     /// The heads' reader, taken out (`Core` left in its place).
     fn take_heads(&mut self) -> Heads {
         std::mem::replace(&mut self.heads, Heads::Core)

@@ -405,18 +405,6 @@ impl Worker {
                             if let Some(gate) = new_on.take() {
                                 p.take_turn(gate);
                             }
-                            // A handshake waits a round trip for the client's next flight:
-                            // a fast client's comes within HOLD_ON_WORKER, and is served
-                            // here while another worker of the child waits in the set (as a
-                            // busy client's next request is), where parking it would cost
-                            // an epoll registration and a second worker's wake-up each time.
-                            if c.in_handshake()
-                                && p.has_waiters()
-                                && c.wait_ready(true, HOLD_ON_WORKER)
-                            {
-                                step = Step::Head { begins: false };
-                                continue;
-                            }
                             ConnState::ReadHead
                         }
                     }
