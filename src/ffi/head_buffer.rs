@@ -39,6 +39,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
+use crate::ffi::filter;
 use crate::ffi::reqtimeout::{self, Aside, Stage};
 use crate::ffi::tls::Wire;
 use crate::head::{HeadClock, HeadScan, Limits, Progress, TimeoutStage};
@@ -65,25 +66,10 @@ static TLS_FILTER_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::nul
 /// network filter, below mod_logio's, mod_reqtimeout's and every other connection filter,
 /// and the TLS one just above mod_ssl's (`AP_FTYPE_CONNECTION + 5`; see the module doc).
 pub fn register_filter() {
-    for (name, ftype, slot) in [
-        (
-            FILTER,
-            sys::ap_filter_type_AP_FTYPE_NETWORK - 1,
-            &FILTER_REC,
-        ),
-        (
-            TLS_FILTER,
-            sys::ap_filter_type_AP_FTYPE_CONNECTION + 4,
-            &TLS_FILTER_REC,
-        ),
-    ] {
-        // SAFETY: called single-threaded from register_hooks; the name is 'static and the
-        // function lives in this DSO, which is never unmapped.
-        let rec =
-            unsafe { sys::ap_register_input_filter(name.as_ptr(), Some(replay), None, ftype) };
-        // Relaxed: written before the children are forked, which orders it for them.
-        slot.store(rec, Ordering::Relaxed);
-    }
+    let network = sys::ap_filter_type_AP_FTYPE_NETWORK - 1;
+    filter::register_input(FILTER, replay, network, &FILTER_REC);
+    let above_ssl = sys::ap_filter_type_AP_FTYPE_CONNECTION + 4;
+    filter::register_input(TLS_FILTER, replay, above_ssl, &TLS_FILTER_REC);
     // SAFETY: as above.
     unsafe {
         sys::ap_hook_post_read_request(
@@ -609,8 +595,7 @@ unsafe fn has_filter(c: *mut sys::conn_rec, name: &[u8]) -> bool {
     unsafe {
         let mut f = (*c).input_filters;
         while !f.is_null() {
-            let n = (*(*f).frec).name;
-            if !n.is_null() && std::ffi::CStr::from_ptr(n).to_bytes() == name {
+            if filter::is_named(f, name) {
                 return true;
             }
             f = (*f).next;

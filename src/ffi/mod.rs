@@ -19,13 +19,16 @@
 //! - `async_conn`: a connection served the asynchronous way (parked between requests);
 //!   `vhost`: whose timeouts it waits under; `epoll`: the parking child's event set;
 //!   `head_buffer`: its request heads, read without blocking and handed to the core;
-//!   `reqtimeout`: mod_reqtimeout's header stage as configured (when a head is due).
+//!   `tls`: TLS handshakes run without blocking, and the bytes read below mod_ssl;
+//!   `reqtimeout`: mod_reqtimeout's stages as configured (when a handshake or head is
+//!   due), and its filter stepped over; `filter`: registering rworker's input filters.
 
 pub mod async_conn;
 pub mod conn;
 pub mod directive;
 pub mod epoll;
 pub mod fdqueue;
+pub mod filter;
 pub mod head_buffer;
 pub mod httpd;
 pub mod listen;

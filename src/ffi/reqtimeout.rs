@@ -170,18 +170,8 @@ static STAND_IN_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::null_
 /// Registers the stand-in (from register_hooks, once per configuration pass). It is never
 /// added to a chain: an [`Aside`] lends its record to mod_reqtimeout's filter.
 pub fn register_filter() {
-    // SAFETY: called single-threaded from register_hooks; the name is 'static and the
-    // function lives in this DSO, which is never unmapped.
-    let rec = unsafe {
-        sys::ap_register_input_filter(
-            STAND_IN.as_ptr(),
-            Some(pass_through),
-            None,
-            sys::ap_filter_type_AP_FTYPE_CONNECTION + 8,
-        )
-    };
-    // Relaxed: written before the children are forked, which orders it for them.
-    STAND_IN_REC.store(rec, Ordering::Relaxed);
+    let ftype = sys::ap_filter_type_AP_FTYPE_CONNECTION + 8;
+    crate::ffi::filter::register_input(STAND_IN, pass_through, ftype, &STAND_IN_REC);
 }
 
 /// The stand-in: the read goes on below, untouched and untimed.

@@ -41,6 +41,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
+use crate::ffi::filter;
 use crate::ffi::reqtimeout::{self, Stage};
 use crate::head::HeadClock;
 use crate::sys;
@@ -56,40 +57,14 @@ static WIRE_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::null_mut(
 /// The same for `INIT`.
 static INIT_REC: AtomicPtr<sys::ap_filter_rec_t> = AtomicPtr::new(ptr::null_mut());
 
-/// The filters' input function.
-type InputFilter = unsafe extern "C" fn(
-    *mut sys::ap_filter_t,
-    *mut sys::apr_bucket_brigade,
-    sys::ap_input_mode_t,
-    sys::apr_read_type_e,
-    sys::apr_off_t,
-) -> sys::apr_status_t;
-
 /// Registers the filters (from register_hooks, once per configuration pass): the wire
 /// filter just above the core's network filter, the INIT one just above mod_ssl's
 /// (`AP_FTYPE_CONNECTION + 5`).
 pub fn register_filter() {
-    let filters: [(&CStr, InputFilter, _, _); 2] = [
-        (
-            WIRE,
-            wire_filter,
-            sys::ap_filter_type_AP_FTYPE_NETWORK - 1,
-            &WIRE_REC,
-        ),
-        (
-            INIT,
-            init_filter,
-            sys::ap_filter_type_AP_FTYPE_CONNECTION + 4,
-            &INIT_REC,
-        ),
-    ];
-    for (name, func, ftype, slot) in filters {
-        // SAFETY: called single-threaded from register_hooks; the name is 'static and the
-        // function lives in this DSO, which is never unmapped.
-        let rec = unsafe { sys::ap_register_input_filter(name.as_ptr(), Some(func), None, ftype) };
-        // Relaxed: written before the children are forked, which orders it for them.
-        slot.store(rec, Ordering::Relaxed);
-    }
+    let network = sys::ap_filter_type_AP_FTYPE_NETWORK - 1;
+    filter::register_input(WIRE, wire_filter, network, &WIRE_REC);
+    let above_ssl = sys::ap_filter_type_AP_FTYPE_CONNECTION + 4;
+    filter::register_input(INIT, init_filter, above_ssl, &INIT_REC);
 }
 
 /// The INIT filter (module doc): answers the first INIT read itself and removes itself;
