@@ -90,9 +90,8 @@ enum Heads {
 enum Head {
     /// None is being read.
     None,
-    /// One began at time `at` (over TLS, after the wire filter had counted `wire` bytes)
-    /// and has not been looked at yet.
-    Began { at: u64, wire: u64 },
+    /// One began at this time and has not been looked at yet.
+    Began(u64),
     /// It is being read into the buffer.
     Buffering,
 }
@@ -259,7 +258,7 @@ impl AsyncConn {
             }
             h => h,
         };
-        let wire = match &self.heads {
+        match &mut self.heads {
             Heads::Core => {
                 self.head = Head::None;
                 return false;
@@ -268,12 +267,12 @@ impl AsyncConn {
                 self.head = Head::None;
                 return true;
             }
-            Heads::Peeked(t) => t.received(),
+            Heads::Peeked(t) => t.mark(),
             // SAFETY: the buffer lives in ptrans, which this value owns.
-            Heads::Buffered(b) => unsafe { b.as_ref() }.wire_received().unwrap_or(0),
-            Heads::Undecided => 0,
-        };
-        self.head = Head::Began { at: now, wire };
+            Heads::Buffered(b) => unsafe { b.as_mut() }.mark_wire(),
+            Heads::Undecided => {}
+        }
+        self.head = Head::Began(now);
         true
     }
 
@@ -296,19 +295,17 @@ impl AsyncConn {
             let Heads::Handshake(h) = self.take_heads() else {
                 return HeadRead::Ready;
             };
-            let wire = h.finish();
+            let mut wire = h.finish();
             // SAFETY: the connection is ours, before its first request.
             if !unsafe { head_buffer::eligible(self.c(), true) } {
                 return HeadRead::Ready; // h2 by ALPN, Protocols without http/1.1: the core
             }
             // Its first head begins now, as under event once mod_ssl's handshake returns.
-            self.head = Head::Began {
-                at: now,
-                wire: wire.received(),
-            };
+            wire.mark();
+            self.head = Head::Began(now);
             self.heads = Heads::Peeked(Transport::Tls(wire));
         }
-        if let Head::Began { at, wire } = self.head {
+        if let Head::Began(at) = self.head {
             let leftover = self.head_buffer().is_some_and(|b| b.has_pending());
             if !leftover && self.peek_ready() {
                 self.head = Head::None;
@@ -325,7 +322,7 @@ impl AsyncConn {
             };
             let per_read = self.socket_timeout();
             match self.head_buffer() {
-                Some(b) => b.begin(at, per_read, wire),
+                Some(b) => b.begin(at, per_read),
                 None => {
                     self.head = Head::None;
                     return HeadRead::Ready; // the core reads it

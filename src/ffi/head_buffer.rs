@@ -138,11 +138,10 @@ impl Transport {
         matches!(self, Transport::Tls(_))
     }
 
-    /// Over TLS, the bytes the wire filter has counted (0 for plain text).
-    pub fn received(&self) -> u64 {
-        match self {
-            Transport::Plain => 0,
-            Transport::Tls(w) => w.received(),
+    /// A new head begins: over TLS, only the bytes read from now on count for it.
+    pub fn mark(&mut self) {
+        if let Transport::Tls(w) = self {
+            w.mark();
         }
     }
 }
@@ -161,9 +160,8 @@ pub struct HeadBuffer {
     /// The head is past its deadline: the filter answers APR_TIMEUP once its complete lines
     /// are read (plain text; over TLS the wire filter answers it).
     expired: bool,
-    /// Over TLS, the wire filter, and its count the clock has seen.
+    /// Over TLS, the wire filter.
     wire: Option<Wire>,
-    counted: u64,
     /// Its request line's arrival is noted (`LINE_AT`).
     line_noted: bool,
     /// The filter's entry in the connection's chain.
@@ -210,7 +208,6 @@ impl HeadBuffer {
                 stage,
                 expired: false,
                 wire,
-                counted: 0,
                 line_noted: false,
                 filter: ptr::null_mut(),
                 bb,
@@ -234,18 +231,18 @@ impl HeadBuffer {
     }
 
     /// A new head begins at `now` (its first read; the core's next blocking read would
-    /// wait up to `per_read`, the socket's timeout; over TLS the wire filter had counted
-    /// `wire_at` bytes then): its clock starts, and what is left over from the last one
-    /// (pipelined bytes) is its beginning. The `proxy_header` limit holds for the first
-    /// head only (mod_remoteip reads the header once).
-    pub fn begin(&mut self, now: u64, per_read: Duration, wire_at: u64) {
+    /// wait up to `per_read`, the socket's timeout; over TLS the wire was marked then,
+    /// `mark_wire`): its clock starts, and what is left over from the last one (pipelined
+    /// bytes) is its beginning. The `proxy_header` limit holds for the first head only
+    /// (mod_remoteip reads the header once).
+    pub fn begin(&mut self, now: u64, per_read: Duration) {
         self.bytes.drain(..self.start);
         self.start = 0;
         self.scan = HeadScan::new();
         self.clock = HeadClock::start(now, self.stage, per_read);
         if self.wire.is_some() {
-            // Counted from the socket: bytes read ahead came with the last head's.
-            self.counted = wire_at;
+            // Counted from the socket (since the mark: what the peek read): bytes read
+            // ahead came with the last head's.
             self.count(0, now);
         } else {
             // Bytes of it read ahead (pipelined) count for MinRate, as mod_reqtimeout
@@ -285,13 +282,8 @@ impl HeadBuffer {
     /// filter counted since it last looked (a record's bytes move the deadline before
     /// they decrypt to anything).
     fn count(&mut self, n: usize, now: u64) {
-        let n = match &self.wire {
-            Some(w) => {
-                let got = w.received();
-                let n = got.saturating_sub(self.counted);
-                self.counted = got;
-                n as usize
-            }
+        let n = match &mut self.wire {
+            Some(w) => w.arrived() as usize,
             None => n,
         };
         self.clock.received(n, now);
@@ -302,9 +294,11 @@ impl HeadBuffer {
         self.wire.is_some()
     }
 
-    /// Over TLS, the wire filter's count.
-    pub fn wire_received(&self) -> Option<u64> {
-        self.wire.as_ref().map(Wire::received)
+    /// A new head begins: over TLS, only the bytes read from now on count for it.
+    pub fn mark_wire(&mut self) {
+        if let Some(w) = &mut self.wire {
+            w.mark();
+        }
     }
 
     /// Notes now as the time the request line came (`LINE_AT`, in the connection's notes:

@@ -111,7 +111,11 @@ struct WireState {
 /// A TLS connection's wire filter (module doc). Not `Copy`: one value per connection,
 /// which its holder moves from the handshake to the head buffer.
 #[derive(Debug)]
-pub struct Wire(NonNull<WireState>);
+pub struct Wire {
+    state: NonNull<WireState>,
+    /// The filter's count when its holder last looked (or began a new wait).
+    seen: u64,
+}
 
 impl Wire {
     /// Adds the wire filter to `c`. None when no filter was registered.
@@ -140,21 +144,29 @@ impl Wire {
                 ptr::null_mut(),
                 c,
             );
-            (!f.is_null()).then_some(Wire(state))
+            (!f.is_null()).then_some(Wire { state, seen: 0 })
         }
     }
 
-    /// Bytes read from the socket under mod_ssl so far.
-    pub fn received(&self) -> u64 {
+    /// Bytes read from the socket under mod_ssl since the holder last looked (or marked).
+    pub fn arrived(&mut self) -> u64 {
         // SAFETY: the state lives in the pool of the connection whose holder holds this
         // value (`attach`); the filter writes it only inside that thread's reads.
-        unsafe { (*self.0.as_ptr()).received }
+        let got = unsafe { (*self.state.as_ptr()).received };
+        let n = got - self.seen;
+        self.seen = got;
+        n
+    }
+
+    /// A new wait begins: only bytes read from now on (a head's peek included) are its own.
+    pub fn mark(&mut self) {
+        self.arrived();
     }
 
     /// The wait is due: from now on reads below mod_ssl time out.
     pub fn expire(&mut self) {
-        // SAFETY: as in `received`.
-        unsafe { (*self.0.as_ptr()).timeup = true };
+        // SAFETY: as in `arrived`.
+        unsafe { (*self.state.as_ptr()).timeup = true };
     }
 }
 
@@ -218,8 +230,6 @@ pub struct Handshake {
     c: NonNull<sys::conn_rec>,
     wire: Wire,
     clock: HeadClock,
-    /// The wire's count the clock has seen.
-    counted: u64,
     /// A brigade for the INIT reads (they return no data), in the connection's pool.
     bb: *mut sys::apr_bucket_brigade,
 }
@@ -250,7 +260,6 @@ impl Handshake {
                 c,
                 wire,
                 clock: HeadClock::start(now, stage, per_read),
-                counted: 0,
                 bb: sys::apr_brigade_create((*cp).pool, (*cp).bucket_alloc),
             })
         }
@@ -271,9 +280,7 @@ impl Handshake {
             sys::apr_brigade_cleanup(self.bb as *mut c_void);
             rv
         };
-        let got = self.wire.received();
-        self.clock.received((got - self.counted) as usize, now);
-        self.counted = got;
+        self.clock.received(self.wire.arrived() as usize, now);
         match rv {
             0 => Shook::Done,
             _ if rv == sys::APR_EAGAIN as sys::apr_status_t => Shook::More,
