@@ -21,29 +21,7 @@ fn start() -> Option<(Server, u16, tempfile::TempDir)> {
         eprintln!("skipped: RWorkerKeepAlive is rworker's");
         return None;
     }
-    let certs = tempfile::tempdir().expect("temp dir");
-    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("run openssl")
-        .status
-        .success();
-    assert!(ok, "openssl could not make a test certificate");
+    let (certs, cert, key) = common::self_signed_cert("localhost", &["rsa:2048"]);
     let tls = free_port();
     let mut opts = ServerOpts::default()
         .keep_alive(true)

@@ -13,7 +13,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
@@ -42,27 +41,10 @@ fn start(lines: &[&str]) -> (Server, u16, tempfile::TempDir) {
 
 /// As [`start`], with `vhost` lines in the TLS listener's vhost.
 fn start_with_vhost(lines: &[&str], vhost: &[&str]) -> (Server, u16, tempfile::TempDir) {
-    let certs = tempfile::tempdir().expect("temp dir");
-    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", "/CN=localhost"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("run openssl")
-        .status
-        .success();
-    assert!(ok, "openssl could not make a test certificate");
+    let (certs, cert, key) = common::self_signed_cert(
+        "localhost",
+        &["ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
+    );
     let tls = free_port();
     let mut o = ServerOpts::default().keep_alive(true);
     for m in ["socache_shmcb", "ssl", "reqtimeout"] {

@@ -196,22 +196,7 @@ fn write_completion_waits_under_the_vhosts_timeout() {
 /// (curl reports no new connect), where on the first vhost it needs a new one.
 #[test]
 fn h2_on_an_sni_vhost_keeps_its_keep_alive_timeout() {
-    let certs = tempfile::tempdir().expect("temp dir");
-    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
-    let made = Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        ])
-        .args(["-subj", "/CN=base.test"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("run openssl")
-        .status
-        .success();
-    assert!(made, "openssl could not make a test certificate");
+    let (_certs, cert, key) = common::self_signed_cert("base.test", &["rsa:2048"]);
     let tls = |name: &str, more: &str| {
         format!(
             "SSLEngine on\n SSLCertificateFile {}\n SSLCertificateKeyFile {}\n {more}\n ServerName {name}",

@@ -1693,3 +1693,26 @@ impl Drop for Dribblers {
         }
     }
 }
+
+/// A self-signed certificate for `cn` and its key, made by the openssl CLI in a new temp
+/// dir (kept while the returned value lives); `newkey` is `req -newkey`'s argument and
+/// options (`["rsa:2048"]`, or `["ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]` for
+/// cheap handshakes). Returns the dir, the certificate's path and the key's.
+pub fn self_signed_cert(cn: &str, newkey: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let certs = tempfile::tempdir().expect("temp dir");
+    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey"])
+        .args(newkey)
+        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={cn}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("run openssl")
+        .status
+        .success();
+    assert!(made, "openssl could not make a test certificate");
+    (certs, cert, key)
+}
