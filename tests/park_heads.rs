@@ -17,8 +17,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_parked_heads, load_module_lines, parking_under_test, raise_fd_limit, read_response,
-    wait_until, Dribblers, Server, ServerOpts, REQ,
+    assert_parked_heads, first_line, load_module_lines, parking_under_test, raise_fd_limit,
+    read_response, wait_until, Dribblers, Server, ServerOpts, REQ,
 };
 
 fn parking_only() -> bool {
@@ -117,27 +117,12 @@ fn three_thousand_silent_clients_wait_parked_while_fresh_clients_are_answered() 
     slow_senders_leave_threads_free(b"G", false);
 }
 
-/// Reads until the server closes: what it sent, and when it closed (from `start`).
-fn until_closed(c: &mut TcpStream, start: Instant, limit: Duration) -> (Vec<u8>, Duration) {
+/// Reads until the server closes, blocking up to `limit` a read: what it sent, and when it
+/// closed (from `start`).
+fn until_closed(c: &mut TcpStream, start: Instant, limit: Duration) -> (String, Duration) {
     c.set_nonblocking(false).unwrap();
     c.set_read_timeout(Some(limit)).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match c.read(&mut buf) {
-            Ok(0) | Err(_) => return (got, start.elapsed()),
-            Ok(k) => got.extend_from_slice(&buf[..k]),
-        }
-    }
-}
-
-/// The first line of what the server sent.
-fn status_line(got: &[u8]) -> String {
-    String::from_utf8_lossy(got)
-        .lines()
-        .next()
-        .unwrap_or("")
-        .to_string()
+    common::read_until_closed(c, start)
 }
 
 /// A head whose request line is complete and whose fields never end: parked (counted),
@@ -172,9 +157,9 @@ fn an_unfinished_head_gets_408_at_the_header_deadline() {
         "ended after {took:?}, not at the 3 s deadline"
     );
     assert!(
-        status_line(&got).contains(" 408 "),
+        first_line(&got).contains(" 408 "),
         "got {:?}",
-        status_line(&got)
+        first_line(&got)
     );
     assert!(
         wait_until(Duration::from_secs(10), || s.access_log().contains(" 408 ")),
@@ -227,9 +212,9 @@ fn without_reqtimeout_a_head_waits_timeout_per_read() {
     );
     // The core's answer to a socket timeout while reading the fields.
     assert!(
-        status_line(&got).contains(" 408 "),
+        first_line(&got).contains(" 408 "),
         "got {:?}",
-        status_line(&got)
+        first_line(&got)
     );
 }
 
@@ -259,9 +244,9 @@ fn a_vhosts_own_header_timeout_applies_to_its_connections() {
         "ended after {took:?}, not the vhost's 2 s"
     );
     assert!(
-        status_line(&got).contains(" 408 "),
+        first_line(&got).contains(" 408 "),
         "got {:?}",
-        status_line(&got)
+        first_line(&got)
     );
 }
 

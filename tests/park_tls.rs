@@ -16,8 +16,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_parked_heads, free_port, load_module_lines, parking_under_test, raise_fd_limit,
-    wait_until, Dribblers, Server, ServerOpts,
+    assert_parked_heads, first_line, free_port, load_module_lines, parking_under_test,
+    raise_fd_limit, read_until_closed, wait_until, Dribblers, Server, ServerOpts,
 };
 use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode, SslVersion};
 
@@ -99,28 +99,12 @@ fn tls_connect(port: u16) -> Result<SslStream<TcpStream>, String> {
         .map_err(|e| format!("handshake: {e}"))
 }
 
-/// Reads until the server closes (or `limit`): what it sent, and when (from `start`).
-fn until_closed<S: Read>(c: &mut S, start: Instant) -> (String, Duration) {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match c.read(&mut buf) {
-            Ok(0) | Err(_) => return (String::from_utf8_lossy(&got).into_owned(), start.elapsed()),
-            Ok(k) => got.extend_from_slice(&buf[..k]),
-        }
-    }
-}
-
-fn status_of(got: &str) -> String {
-    got.lines().next().unwrap_or("").to_string()
-}
-
 /// A fresh HTTPS client's request on a new connection (handshake included): its status line.
 fn fresh_request(port: u16) -> Result<String, String> {
     let mut c = tls_connect(port)?;
     c.write_all(b"GET /index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .map_err(|e| format!("write: {e}"))?;
-    Ok(status_of(&until_closed(&mut c, Instant::now()).0))
+    Ok(first_line(&read_until_closed(&mut c, Instant::now()).0))
 }
 
 /// 40 fresh HTTPS clients, one every 250 ms: the failures.
@@ -215,7 +199,7 @@ fn a_stalled_handshake_ends_at_the_handshake_stage() {
     c.write_all(HELLO_START).unwrap();
     assert_parked_heads(&s, 1, Duration::from_secs(2));
     c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let (got, took) = until_closed(&mut c, start);
+    let (got, took) = read_until_closed(&mut c, start);
     assert!(
         took >= Duration::from_secs(2),
         "ended after {took:?}, before the deadline"
@@ -252,7 +236,7 @@ fn without_a_handshake_stage_a_handshake_waits_timeout_per_read() {
     c.write_all(&HELLO_START[4..]).unwrap();
     let last = Instant::now();
     c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let (got, took) = until_closed(&mut c, last);
+    let (got, took) = read_until_closed(&mut c, last);
     assert!(
         took >= Duration::from_secs(3),
         "ended {took:?} after the last byte"
@@ -327,12 +311,12 @@ fn handshakes_and_heads_in_pieces_are_served_as_whole_ones() {
                 got.extend_from_slice(&buf[..k]);
             }
             assert!(
-                status_of(&String::from_utf8_lossy(&got)).contains(" 200 "),
+                first_line(&String::from_utf8_lossy(&got)).contains(" 200 "),
                 "{version:?}: {:?}",
                 String::from_utf8_lossy(&got)
             );
             if last {
-                until_closed(&mut c, Instant::now());
+                read_until_closed(&mut c, Instant::now());
             } else {
                 // The rest of the body, so the next response starts clean.
                 let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
@@ -371,13 +355,13 @@ fn a_second_head_over_tls12_waits_parked() {
     c.write_all(b"GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let first = read_one_response(&mut c);
-    assert!(status_of(&first).contains(" 200 "), "first: {first:?}");
+    assert!(first_line(&first).contains(" 200 "), "first: {first:?}");
     c.write_all(b"GET /index.html HTTP/1.1\r\nHost: x\r\n")
         .unwrap();
     assert_parked_heads(&s, 1, Duration::from_secs(10));
     c.write_all(b"Connection: close\r\n\r\n").unwrap();
-    let (second, _) = until_closed(&mut c, Instant::now());
-    assert!(status_of(&second).contains(" 200 "), "second: {second:?}");
+    let (second, _) = read_until_closed(&mut c, Instant::now());
+    assert!(first_line(&second).contains(" 200 "), "second: {second:?}");
     s.assert_no_warnings_in_error_log();
 }
 
@@ -423,7 +407,7 @@ fn an_unfinished_head_over_tls_gets_408_at_the_header_deadline() {
     c.get_ref()
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    let (got, took) = until_closed(&mut c, start);
+    let (got, took) = read_until_closed(&mut c, start);
     assert!(
         took >= Duration::from_secs(3),
         "ended after {took:?}, before the deadline"
@@ -433,9 +417,9 @@ fn an_unfinished_head_over_tls_gets_408_at_the_header_deadline() {
         "ended after {took:?}, not at the 3 s deadline"
     );
     assert!(
-        status_of(&got).contains(" 408 "),
+        first_line(&got).contains(" 408 "),
         "got {:?}",
-        status_of(&got)
+        first_line(&got)
     );
     assert!(
         s.error_log().contains("Request header read timeout"),
@@ -466,11 +450,11 @@ fn plain_http_to_the_tls_port_gets_mod_ssls_400() {
         } else {
             c.write_all(req).unwrap();
         }
-        let (got, _) = until_closed(&mut c, Instant::now());
+        let (got, _) = read_until_closed(&mut c, Instant::now());
         assert!(
-            status_of(&got).contains(" 400 "),
+            first_line(&got).contains(" 400 "),
             "dribbled {dribbled}: {:?}",
-            status_of(&got)
+            first_line(&got)
         );
         assert!(got.contains("plain HTTP"), "dribbled {dribbled}: {got:?}");
     }

@@ -1716,3 +1716,21 @@ pub fn self_signed_cert(cn: &str, newkey: &[&str]) -> (tempfile::TempDir, PathBu
     assert!(made, "openssl could not make a test certificate");
     (certs, cert, key)
 }
+
+/// Reads until the server closes (or the stream's read timeout): what it sent, and when
+/// (from `start`).
+pub fn read_until_closed<S: Read>(c: &mut S, start: Instant) -> (String, Duration) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return (String::from_utf8_lossy(&got).into_owned(), start.elapsed()),
+            Ok(k) => got.extend_from_slice(&buf[..k]),
+        }
+    }
+}
+
+/// The first line of what the server sent.
+pub fn first_line(got: &str) -> String {
+    got.lines().next().unwrap_or("").to_string()
+}
